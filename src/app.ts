@@ -1,0 +1,112 @@
+// buildApp(config) → a Fastify instance that is not listening yet (main.ts listens; tests inject).
+import cors from '@fastify/cors';
+import formbody from '@fastify/formbody';
+import Fastify from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Logger } from './logger.js';
+import type { AuthModule } from './auth/principal.js';
+import type { Config } from './config.js';
+import type { R4Registry } from './definitions/registry.js';
+import { AppError } from './errors.js';
+import type { FhirServices } from './fhir/services.js';
+import { registerBodyParsers } from './http/body-parsers.js';
+import { errorHandler, sendError } from './http/error-handler.js';
+import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
+import type { SqlDatabase } from './storage/sql/database.js';
+import { createSearchEngine } from './search/engine.js';
+import { SqlResourceStore } from './storage/sql-resource-store.js';
+import { validateResource } from './validation/validate.js';
+import { VERSION } from './version.js';
+
+export interface AppParts {
+  readonly config: Config;
+  /** An open, migrated database; the app closes it when it closes. */
+  readonly db: SqlDatabase;
+  readonly definitions: R4Registry;
+  readonly auth: AuthModule;
+  /** The JSON-lines logger (see logger.ts); tests leave it out to stay quiet. */
+  readonly logger?: Logger;
+  /** TLS_CERT_FILE + TLS_KEY_FILE contents: the listener speaks HTTPS. */
+  readonly https?: { readonly cert: Buffer; readonly key: Buffer };
+}
+
+export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
+  const { config, db, definitions, auth } = parts;
+  const app = Fastify({
+    ...(parts.https ? { https: { cert: parts.https.cert, key: parts.https.key } } : {}),
+    ...(parts.logger ? { loggerInstance: parts.logger as FastifyBaseLogger } : { logger: false }),
+    bodyLimit: config.maxBodyBytes,
+    trustProxy: config.trustProxy,
+    // FHIR ids may hold dots and dashes; keep routing exact and case-sensitive.
+    routerOptions: { caseSensitive: true, ignoreTrailingSlash: true, maxParamLength: 200 },
+  });
+
+  app.setErrorHandler(errorHandler);
+  registerBodyParsers(app);
+  await app.register(formbody, { bodyLimit: config.maxBodyBytes });
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins.includes('*') ? true : [...config.corsOrigins],
+      methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+      allowedHeaders: [
+        'Authorization',
+        'Content-Type',
+        'Accept',
+        'If-Match',
+        'If-None-Match',
+        'If-None-Exist',
+        'If-Modified-Since',
+        'Prefer',
+      ],
+      exposedHeaders: [
+        'Location',
+        'Content-Location',
+        'ETag',
+        'Last-Modified',
+        'RateLimit-Limit',
+        'RateLimit-Remaining',
+        'RateLimit-Reset',
+        'Retry-After',
+        'WWW-Authenticate',
+      ],
+      maxAge: 600,
+    });
+  }
+
+  const search = createSearchEngine(db, definitions, config);
+  const services: FhirServices = {
+    config,
+    store: new SqlResourceStore(db, [search.indexWriter]),
+    search,
+    types: definitions,
+    validate: (resource) => validateResource(resource, definitions),
+    baseUrl: `${config.publicUrl}/fhir`,
+  };
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    try {
+      await db.ping();
+      return { status: 'ready' };
+    } catch {
+      return reply.code(503).send({ status: 'unavailable', error: 'database unreachable' });
+    }
+  });
+
+  await auth.registerRoutes(app);
+  await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0];
+    const error = path.startsWith('/fhir/')
+      ? unmatchedFhirRequest(path, (name) => definitions.isResourceType(name))
+      : new AppError('unknown-route', `No endpoint at ${request.method} ${path}`);
+    return sendError(request, reply, error);
+  });
+
+  app.addHook('onClose', async () => {
+    await auth.close();
+    await db.close();
+  });
+  return app;
+}

@@ -1,0 +1,28 @@
+// The composition root: config → database → definitions → auth → app. Used by `serve` and by the
+// end-to-end tests, so what the tests run is what production runs.
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import { createAuthModule } from './auth/auth-module.js';
+import type { Config } from './config.js';
+import { loadR4Definitions } from './definitions/registry.js';
+import type { Logger } from './logger.js';
+import { migrate } from './storage/migrate.js';
+import { openDatabase } from './storage/open-database.js';
+
+export async function assembleApp(config: Config, logger?: Logger): Promise<FastifyInstance> {
+  const definitions = loadR4Definitions();
+  const db = openDatabase(config.databaseUrl);
+  try {
+    await migrate(db);
+    const auth = await createAuthModule(config, db, logger);
+    const https =
+      config.tlsCertFile && config.tlsKeyFile
+        ? { cert: readFileSync(config.tlsCertFile), key: readFileSync(config.tlsKeyFile) }
+        : undefined;
+    return await buildApp({ config, db, definitions, auth, logger, https });
+  } catch (error) {
+    await db.close().catch(() => undefined);
+    throw error;
+  }
+}

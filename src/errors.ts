@@ -1,0 +1,96 @@
+// The error catalog: every error the product answers has one entry here with a stable code, its HTTP
+// status and its FHIR issue type (HAPI's lesson: errors with stable codes are searchable and testable).
+// One error handler (http/error-handler.ts) turns an AppError into an OperationOutcome or, on the
+// non-FHIR endpoints, into the OAuth error shape.
+
+export interface CatalogEntry {
+  readonly status: number;
+  /** FHIR IssueType (https://hl7.org/fhir/R4/valueset-issue-type.html). */
+  readonly issueType: string;
+  /** RFC 6749 §5.2 error code for the non-FHIR endpoints. */
+  readonly oauthError: string;
+}
+
+export const ERROR_CATALOG = {
+  'bad-request': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
+  'invalid-json': { status: 400, issueType: 'structure', oauthError: 'invalid_request' },
+  'invalid-search': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
+  'resource-type-mismatch': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
+  'id-mismatch': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
+  'invalid-id': { status: 400, issueType: 'value', oauthError: 'invalid_request' },
+  'invalid-resource': { status: 401, issueType: 'invalid', oauthError: 'invalid_request' },
+  'invalid-resource-standard': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
+  'invariant-violated-standard': { status: 422, issueType: 'invariant', oauthError: 'invalid_request' },
+  unauthenticated: { status: 401, issueType: 'login', oauthError: 'invalid_token' },
+  'invalid-credentials': { status: 401, issueType: 'login', oauthError: 'invalid_grant' },
+  forbidden: { status: 403, issueType: 'forbidden', oauthError: 'insufficient_scope' },
+  'https-required': { status: 403, issueType: 'security', oauthError: 'invalid_request' },
+  'unsupported-grant-type': { status: 400, issueType: 'not-supported', oauthError: 'unsupported_grant_type' },
+  'invalid-scope': { status: 400, issueType: 'invalid', oauthError: 'invalid_scope' },
+  'unknown-route': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'unknown-resource-type': { status: 404, issueType: 'not-supported', oauthError: 'not_found' },
+  'resource-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'version-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'resource-deleted': { status: 410, issueType: 'deleted', oauthError: 'not_found' },
+  'method-not-allowed': { status: 405, issueType: 'not-supported', oauthError: 'invalid_request' },
+  'not-acceptable': { status: 406, issueType: 'not-supported', oauthError: 'invalid_request' },
+  'version-conflict': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
+  'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
+  'payload-too-large': { status: 413, issueType: 'too-long', oauthError: 'invalid_request' },
+  'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
+  'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
+  'login-locked': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
+  'not-ready': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
+  internal: { status: 500, issueType: 'exception', oauthError: 'server_error' },
+} as const satisfies Record<string, CatalogEntry>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOG;
+
+/** One issue of an OperationOutcome. */
+export interface OutcomeIssue {
+  severity: 'fatal' | 'error' | 'warning' | 'information';
+  code: string;
+  diagnostics?: string;
+  expression?: string[];
+}
+
+export class AppError extends Error {
+  readonly entry: CatalogEntry;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly options: {
+      /** Extra issues (validation): when given they replace the single issue built from message. */
+      issues?: OutcomeIssue[];
+      expression?: string;
+      headers?: Record<string, string>;
+    } = {},
+  ) {
+    super(message);
+    this.entry = ERROR_CATALOG[code];
+  }
+
+  get status(): number {
+    return this.entry.status;
+  }
+}
+
+/** The OperationOutcome for an error, with the catalog code so clients can match on it. */
+export function operationOutcomeFor(error: AppError): Record<string, unknown> {
+  const issues: OutcomeIssue[] = error.options.issues ?? [
+    {
+      severity: 'error',
+      code: error.entry.issueType,
+      diagnostics: error.message,
+      ...(error.options.expression ? { expression: [error.options.expression] } : {}),
+    },
+  ];
+  return {
+    resourceType: 'OperationOutcome',
+    issue: issues.map((issue) => ({
+      ...issue,
+      details: { coding: [{ system: 'https://ambient-fhir.dev/errors', code: error.code }] },
+    })),
+  };
+}

@@ -1,0 +1,22 @@
+import { AppError } from '../errors.js';
+
+// https://hl7.org/fhir/R4/datatypes.html#id
+const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
+
+export function assertValidId(id: string): void {
+  if (!ID_PATTERN.test(id)) {
+    throw new AppError('invalid-id', `"${id}" is not a valid resource id (1-64 of A-Z a-z 0-9 - .)`);
+  }
+}
+
+export function parseVersionId(raw: string): number {
+  if (!/^[1-9][0-9]{0,9}$/.test(raw)) throw new AppError('invalid-id', `"${raw}" is not a valid version id`);
+  return Number(raw);
+}
+
+/** `W/"3"`, `"3"` or `3` → 3; anything else is a bad request. */
+export function parseETagVersion(header: string): number {
+  const match = /^\s*(?:W\/)?"?([1-9][0-9]{0,9})"?\s*$/.exec(header);
+  if (!match) throw new AppError('bad-request', `If-Match must be an ETag like W/"1", got "${header}"`);
+  return Number(match[1]);
+}

@@ -1,0 +1,67 @@
+// https://hl7.org/fhir/R4/http.html#capabilities
+import type { FhirServices } from '../services.js';
+
+/**
+ * What the server supports. Each list here is what the router (http/fhir-routes.ts) really serves:
+ * extend it in the same change that adds a route, and the CapabilityStatement follows.
+ */
+export const SUPPORTED_TYPE_INTERACTIONS = [
+  'read',
+  'vread',
+  'update',
+  'delete',
+  'history-instance',
+  'history-type',
+  'create',
+  'search-type',
+] as const;
+export const SUPPORTED_SYSTEM_INTERACTIONS = ['history-system', 'search-system'] as const;
+
+let cached: { key: string; json: string } | undefined;
+
+export function capabilityStatement(services: FhirServices, version: string): string {
+  const key = `${services.baseUrl}|${version}`;
+  if (cached?.key === key) return cached.json;
+  const resource = services.types.resourceTypes.map((type) => ({
+    type,
+    profile: `http://hl7.org/fhir/StructureDefinition/${type}`,
+    interaction: SUPPORTED_TYPE_INTERACTIONS.map((code) => ({ code })),
+    versioning: 'versioned-update',
+    readHistory: true,
+    updateCreate: true,
+    conditionalRead: 'full-support',
+    searchParam: services.search.capabilitySearchParams(type),
+  }));
+  const statement = {
+    resourceType: 'CapabilityStatement',
+    status: 'active',
+    date: new Date().toISOString(),
+    publisher: 'ambient-fhir',
+    kind: 'instance',
+    software: { name: 'ambient-fhir', version },
+    implementation: { description: 'ambient-fhir FHIR R4 server', url: services.baseUrl },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json', 'json'],
+    rest: [
+      {
+        mode: 'server',
+        security: {
+          cors: services.config.corsOrigins.length > 0,
+          service: [
+            {
+              coding: [
+                { system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' },
+              ],
+            },
+          ],
+          description:
+            'Bearer tokens (JWT, ES256) from POST /v1/ambient/api/auth/token; SMART on FHIR v2 system scopes.',
+        },
+        resource,
+        interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),
+      },
+    ],
+  };
+  cached = { key, json: JSON.stringify(statement) };
+  return cached.json;
+}

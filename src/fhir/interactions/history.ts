@@ -1,0 +1,86 @@
+// https://hl7.org/fhir/R4/http.html#history
+import { AppError } from '../../errors.js';
+import type { HistoryCursor, StoredVersion } from '../../storage/store.js';
+import { requireAccess } from '../access.js';
+import { bundleJson } from '../bundle.js';
+import type { BundleEntry, BundleLink } from '../bundle.js';
+import { assertValidId } from '../ids.js';
+import { parseCount, parseInstantParameter } from '../query-values.js';
+import type { FhirResponse } from '../response.js';
+import type { FhirRequest } from '../services.js';
+
+export type HistoryQueryParams = Record<string, string | undefined>;
+
+const METHOD: Record<StoredVersion['operation'], string> = { create: 'POST', update: 'PUT', delete: 'DELETE' };
+
+function encodeCursor(cursor: HistoryCursor): string {
+  return Buffer.from(`${cursor.lastUpdated}.${cursor.seq}`).toString('base64url');
+}
+
+function decodeCursor(raw: string): HistoryCursor {
+  const match = /^([0-9]{1,15})\.([0-9]{1,15})$/.exec(Buffer.from(raw, 'base64url').toString());
+  if (!match)
+    throw new AppError('invalid-search', '_cursor is not a cursor this server issued', { expression: '_cursor' });
+  return { lastUpdated: Number(match[1]), seq: Number(match[2]) };
+}
+
+function historyEntry(request: FhirRequest, version: StoredVersion): BundleEntry {
+  const fullUrl = `${request.services.baseUrl}/${version.type}/${version.id}`;
+  return {
+    fullUrl,
+    resourceText: version.content ?? undefined,
+    request: {
+      method: METHOD[version.operation],
+      url: version.operation === 'create' ? version.type : `${version.type}/${version.id}`,
+    },
+    response: {
+      status: version.operation === 'create' ? '201' : version.operation === 'delete' ? '204' : '200',
+      etag: `W/"${version.versionId}"`,
+      lastModified: new Date(version.lastUpdated).toISOString(),
+    },
+  };
+}
+
+/** History of one resource (type and id), one type (type only) or the whole system (neither). */
+export async function historyInteraction(
+  request: FhirRequest,
+  params: HistoryQueryParams,
+  type?: string,
+  id?: string,
+): Promise<FhirResponse> {
+  if (type) requireAccess(request, 'read', type);
+  else {
+    for (const t of request.services.types.resourceTypes) {
+      if (!request.principal.canFhir('read', t)) {
+        throw new AppError('forbidden', 'System history needs read access to every resource type (system/*.r)');
+      }
+    }
+  }
+  if (id !== undefined) assertValidId(id);
+  if (type && id) {
+    const current = await request.services.store.read(type, id);
+    if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
+  }
+  const count = parseCount(params._count);
+  const since = params._since ? parseInstantParameter('_since', params._since) : undefined;
+  const after = params._cursor ? decodeCursor(params._cursor) : undefined;
+  const page = await request.services.store.history({ type, id, since, count, after });
+
+  const path = [request.services.baseUrl, type, id, '_history'].filter(Boolean).join('/');
+  const linkFor = (cursor?: HistoryCursor): string => {
+    const query = new URLSearchParams();
+    query.set('_count', String(count));
+    if (params._since) query.set('_since', params._since);
+    if (cursor) query.set('_cursor', encodeCursor(cursor));
+    return `${path}?${query.toString()}`;
+  };
+  const link: BundleLink[] = [
+    { relation: 'self', url: linkFor(after) },
+    { relation: 'first', url: linkFor() },
+  ];
+  if (page.next) link.push({ relation: 'next', url: linkFor(page.next) });
+  return {
+    status: 200,
+    body: bundleJson({ type: 'history', link, entries: page.versions.map((v) => historyEntry(request, v)) }),
+  };
+}

@@ -1,0 +1,23 @@
+// https://hl7.org/fhir/R4/http.html#vread
+import { AppError } from '../../errors.js';
+import { requireAccess } from '../access.js';
+import { assertValidId, parseVersionId } from '../ids.js';
+import type { FhirResponse } from '../response.js';
+import type { FhirRequest } from '../services.js';
+
+export async function vreadInteraction(
+  request: FhirRequest,
+  type: string,
+  id: string,
+  rawVersionId: string,
+): Promise<FhirResponse> {
+  requireAccess(request, 'read', type);
+  assertValidId(id);
+  const versionId = parseVersionId(rawVersionId);
+  const version = await request.services.store.vread(type, id, versionId);
+  if (!version) throw new AppError('version-not-found', `${type}/${id} has no version ${versionId}`);
+  if (version.operation === 'delete') {
+    throw new AppError('resource-deleted', `Version ${versionId} of ${type}/${id} is its deletion`);
+  }
+  return { status: 200, body: version.content ?? undefined, versionId, lastModified: version.lastUpdated };
+}

@@ -1,0 +1,15 @@
+// What a FHIR interaction answers, independent of HTTP framing: the Fastify adapter (http/fhir-routes.ts)
+// turns it into status, headers (Location, ETag, Last-Modified) and a body, honouring Prefer and _pretty.
+
+export interface FhirResponse {
+  readonly status: number;
+  /** A resource as stored JSON text (sent as is), or an object to serialise. */
+  readonly body?: string | Record<string, unknown>;
+  readonly versionId?: number;
+  /** Milliseconds since the epoch. */
+  readonly lastModified?: number;
+  /** Absolute URL of the version written (Location on create/update). */
+  readonly location?: string;
+  /** True for create/update/patch: the body is the written resource, subject to Prefer: return=... */
+  readonly isWrite?: boolean;
+}

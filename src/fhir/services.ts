@@ -1,0 +1,59 @@
+import type { Principal } from '../auth/principal.js';
+import type { Config } from '../config.js';
+import type { IndexWriter, ResourceStore } from '../storage/store.js';
+import type { FhirResponse } from './response.js';
+import type { ValidationIssue } from '../validation/validate.js';
+
+/** The R4 knowledge the FHIR layer needs (backed by the compiled definitions, see definitions/). */
+export interface ResourceTypes {
+  readonly resourceTypes: readonly string[];
+  isResourceType(name: string): boolean;
+}
+
+/** A search parameter as the CapabilityStatement lists it. */
+export interface CapabilitySearchParam {
+  readonly name: string;
+  readonly type: string;
+  readonly definition?: string;
+  readonly documentation?: string;
+}
+
+export interface SearchOptions {
+  /** Prefer: handling=strict: unknown or unsupported parameters are 400 instead of being reported. */
+  readonly strict: boolean;
+}
+
+/** The search engine (search/): index maintenance on write and the search interaction. */
+export interface SearchEngine {
+  /** Keeps the index tables in step with every write, inside the write's transaction. */
+  readonly indexWriter: IndexWriter;
+  /**
+   * https://hl7.org/fhir/R4/search.html: GET /fhir/{type}?..., POST /fhir/{type}/_search (type given),
+   * and GET /fhir?_type=... (type undefined). `params` are the decoded name/value pairs in request order.
+   */
+  search(
+    request: FhirRequest,
+    type: string | undefined,
+    params: ReadonlyArray<readonly [string, string]>,
+    options: SearchOptions,
+  ): Promise<FhirResponse>;
+  /** The parameters the engine supports on a type, for the CapabilityStatement. */
+  capabilitySearchParams(type: string): CapabilitySearchParam[];
+}
+
+/** Everything a FHIR interaction needs, built once per process by app.ts. */
+export interface FhirServices {
+  readonly config: Config;
+  readonly store: ResourceStore;
+  readonly types: ResourceTypes;
+  readonly validate: (resource: unknown) => ValidationIssue[];
+  readonly search: SearchEngine;
+  /** `${AMBIENT_PUBLIC_URL}/fhir`, the base of every absolute link. */
+  readonly baseUrl: string;
+}
+
+/** One request as the FHIR layer sees it: who asks, through which services. */
+export interface FhirRequest {
+  readonly services: FhirServices;
+  readonly principal: Principal;
+}

@@ -1,0 +1,57 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, operationOutcomeFor } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
+
+/** Fastify's own errors (body parsing, limits, routing) as catalog errors. */
+function fromFastifyError(error: FastifyError): AppError {
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('payload-too-large', 'The request body is larger than the server accepts');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('unsupported-media-type', 'Unsupported Content-Type: send application/fhir+json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new AppError('invalid-json', 'The request body is not valid JSON');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError('bad-request', 'Content-Length does not match the body');
+    default:
+      break;
+  }
+  const status = error.statusCode ?? 500;
+  if (status >= 400 && status < 500) {
+    const code: ErrorCode =
+      status === 404 ? 'unknown-route' : status === 415 ? 'unsupported-media-type' : 'bad-request';
+    return new AppError(code, error.message);
+  }
+  return new AppError('internal', 'Internal server error');
+}
+
+/** Paths whose errors use the OAuth 2.0 error shape (CONTRACT.md) instead of an OperationOutcome. */
+export function usesOAuthErrors(url: string): boolean {
+  return url.startsWith('/v1/') || url.startsWith('/.well-known/');
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
+  for (const [name, value] of Object.entries(error.options.headers ?? {})) reply.header(name, value);
+  reply.code(error.status);
+  if (usesOAuthErrors(request.url)) {
+    return reply
+      .type('application/json; charset=utf-8')
+      .send(JSON.stringify({ error: error.entry.oauthError, error_description: error.message }));
+  }
+  return reply.type('application/fhir+json; charset=utf-8').send(JSON.stringify(operationOutcomeFor(error)));
+}
+
+export function errorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  let appError: AppError;
+  const fastifyCode = (error as { code?: unknown }).code;
+  if (error instanceof AppError) appError = error;
+  else if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_'))
+    appError = fromFastifyError(error as FastifyError);
+  else if (error instanceof RangeError || error instanceof SyntaxError) {
+    // Deeply nested or malformed input that broke a parser: the client's fault, not ours.
+    appError = new AppError('bad-request', 'The request could not be processed: malformed or too deeply nested');
+  } else appError = fromFastifyError(error as FastifyError);
+  if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
+  return sendError(request, reply, appError);
+}

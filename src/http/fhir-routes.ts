@@ -1,0 +1,235 @@
+// The thin adapter between HTTP and the FHIR layer: it reads paths, headers and bodies, calls one
+// interaction, and writes its FhirResponse. No FHIR logic lives here.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Authenticator, Principal } from '../auth/principal.js';
+import { AppError } from '../errors.js';
+import { parseETagVersion } from '../fhir/ids.js';
+import { capabilityStatement } from '../fhir/interactions/capabilities.js';
+import { createInteraction } from '../fhir/interactions/create.js';
+import { deleteInteraction } from '../fhir/interactions/delete.js';
+import { historyInteraction } from '../fhir/interactions/history.js';
+import { readInteraction } from '../fhir/interactions/read.js';
+import { updateInteraction } from '../fhir/interactions/update.js';
+import { vreadInteraction } from '../fhir/interactions/vread.js';
+import type { FhirRequest, FhirServices } from '../fhir/services.js';
+import { assertJsonFormat, FHIR_JSON, sendFhir } from './fhir-reply.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+type Params = { type: string; id: string; vid: string };
+
+function single(request: FastifyRequest): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(request.query as Record<string, string | string[]>)) {
+    out[name] = Array.isArray(value) ? value[value.length - 1] : value;
+  }
+  return out;
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export interface FhirRoutesOptions {
+  readonly services: FhirServices;
+  readonly authenticator: Authenticator;
+  readonly version: string;
+}
+
+export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOptions): Promise<void> {
+  const { services, authenticator } = options;
+
+  const fhirRequest = (request: FastifyRequest): FhirRequest => ({ services, principal: request.principal! });
+  const knownType = (type: string): string => {
+    if (!services.types.isResourceType(type)) {
+      throw new AppError('unknown-resource-type', `${type} is not a FHIR R4 resource type this server knows`);
+    }
+    return type;
+  };
+
+  // The one place where FHIR requests are authenticated: everything under /fhir but the metadata.
+  app.addHook('onRequest', async (request, reply) => {
+    assertJsonFormat(request);
+    const path = request.url.split('?')[0];
+    if (path === '/fhir/metadata' || path === '/fhir/metadata/') return;
+    request.principal = await authenticator.authenticate(request, reply);
+  });
+
+  app.get('/fhir/metadata', async (request, reply) =>
+    reply.type(FHIR_JSON).send(capabilityStatement(services, options.version)),
+  );
+
+  app.get('/fhir/_history', async (request, reply) =>
+    sendFhir(request, reply, await historyInteraction(fhirRequest(request), single(request))),
+  );
+
+  const searchParams = (request: FastifyRequest): [string, string][] => {
+    const query = request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '';
+    const pairs = [...new URLSearchParams(query)];
+    // POST _search: the form body's parameters join the URL's (https://hl7.org/fhir/R4/http.html#search).
+    if (request.method === 'POST' && request.body && typeof request.body === 'object') {
+      for (const [name, value] of Object.entries(request.body as Record<string, string | string[]>)) {
+        for (const v of Array.isArray(value) ? value : [value]) pairs.push([name, String(v)]);
+      }
+    }
+    return pairs;
+  };
+  const searchOptions = (request: FastifyRequest) => ({
+    strict: /handling\s*=\s*strict/i.test(header(request, 'prefer') ?? ''),
+  });
+
+  app.get('/fhir', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await services.search.search(fhirRequest(request), undefined, searchParams(request), searchOptions(request)),
+    ),
+  );
+
+  app.get<{ Params: Params }>('/fhir/:type', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await services.search.search(
+        fhirRequest(request),
+        knownType(request.params.type),
+        searchParams(request),
+        searchOptions(request),
+      ),
+    ),
+  );
+
+  app.post<{ Params: Params }>('/fhir/:type/_search', async (request, reply) => {
+    const contentType = header(request, 'content-type') ?? '';
+    if (request.body !== undefined && !contentType.startsWith('application/x-www-form-urlencoded')) {
+      throw new AppError('unsupported-media-type', 'POST _search takes an application/x-www-form-urlencoded body');
+    }
+    return sendFhir(
+      request,
+      reply,
+      await services.search.search(
+        fhirRequest(request),
+        knownType(request.params.type),
+        searchParams(request),
+        searchOptions(request),
+      ),
+    );
+  });
+
+  app.post<{ Params: Params }>('/fhir/:type', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await createInteraction(fhirRequest(request), knownType(request.params.type), request.body),
+    ),
+  );
+
+  app.get<{ Params: Params }>('/fhir/:type/_history', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await historyInteraction(fhirRequest(request), single(request), knownType(request.params.type)),
+    ),
+  );
+
+  app.get<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
+    const ifNoneMatch = header(request, 'if-none-match');
+    const ifModifiedSince = header(request, 'if-modified-since');
+    const since = ifModifiedSince ? Date.parse(ifModifiedSince) : NaN;
+    return sendFhir(
+      request,
+      reply,
+      await readInteraction(fhirRequest(request), knownType(request.params.type), request.params.id, {
+        ifNoneMatch: ifNoneMatch ? conditionalVersion(ifNoneMatch) : undefined,
+        ifModifiedSince: Number.isNaN(since) ? undefined : since,
+      }),
+    );
+  });
+
+  app.put<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
+    const ifMatch = header(request, 'if-match');
+    return sendFhir(
+      request,
+      reply,
+      await updateInteraction(
+        fhirRequest(request),
+        knownType(request.params.type),
+        request.params.id,
+        request.body,
+        ifMatch ? parseETagVersion(ifMatch) : undefined,
+      ),
+    );
+  });
+
+  app.delete<{ Params: Params }>('/fhir/:type/:id', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await deleteInteraction(fhirRequest(request), knownType(request.params.type), request.params.id),
+    ),
+  );
+
+  app.get<{ Params: Params }>('/fhir/:type/:id/_history', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await historyInteraction(
+        fhirRequest(request),
+        single(request),
+        knownType(request.params.type),
+        request.params.id,
+      ),
+    ),
+  );
+
+  app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await vreadInteraction(
+        fhirRequest(request),
+        knownType(request.params.type),
+        request.params.id,
+        request.params.vid,
+      ),
+    ),
+  );
+}
+
+/** If-None-Match: a client's stale or garbled ETag simply does not match (never an error on a read). */
+function conditionalVersion(header: string): number | undefined {
+  try {
+    return parseETagVersion(header);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Why a /fhir request matched no route: a path the router serves with other methods is 405, a path
+ * naming a type that R4 does not define is 404 unknown-resource-type, anything else 404.
+ */
+export function unmatchedFhirRequest(path: string, isResourceType: (name: string) => boolean): AppError {
+  const segments = path.replace(/\/+$/, '').split('/').slice(2);
+  const [first] = segments;
+  if (first === 'metadata' || first === '_history') {
+    return segments.length === 1
+      ? new AppError('method-not-allowed', `This method is not allowed on ${path}`)
+      : new AppError('unknown-route', `No FHIR endpoint at ${path}`);
+  }
+  if (first !== undefined && !isResourceType(first)) {
+    return new AppError('unknown-resource-type', `${first} is not a FHIR R4 resource type this server knows`);
+  }
+  const shape = segments
+    .slice(1)
+    .map((s, i) => (s === '_history' || s === '_search' ? s : i === 0 ? 'id' : 'vid'))
+    .join('/');
+  const served = ['', 'id', '_history', '_search', 'id/_history', 'id/_history/vid'];
+  if (served.includes(shape)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
+  return new AppError('unknown-route', `No FHIR endpoint at ${path}`);
+}

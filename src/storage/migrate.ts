@@ -1,0 +1,32 @@
+import type { SqlDatabase } from './sql/database.js';
+import type { Migration } from './migrations/migration.js';
+import { MIGRATIONS } from './migrations/index.js';
+
+// Several processes may start on one database at once; PostgreSQL serialises them with an advisory
+// lock, SQLite with BEGIN IMMEDIATE (the transaction itself).
+const MIGRATION_LOCK_ID = 7_248_113;
+
+/** Creates or upgrades the schema; returns the versions it applied. */
+export async function migrate(db: SqlDatabase, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  return db.transaction(async (tx) => {
+    if (tx.dialect.name === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_ID})`);
+    await tx.execute(
+      `CREATE TABLE IF NOT EXISTS schema_migration (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
+    );
+    const applied = new Set(
+      (await tx.query<{ version: number }>('SELECT version FROM schema_migration')).map((r) => r.version),
+    );
+    const newlyApplied: number[] = [];
+    for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (applied.has(migration.version)) continue;
+      for (const statement of migration.statements(tx.dialect)) await tx.execute(statement);
+      await tx.execute('INSERT INTO schema_migration (version, name, applied_at) VALUES (?, ?, ?)', [
+        migration.version,
+        migration.name,
+        new Date().toISOString(),
+      ]);
+      newlyApplied.push(migration.version);
+    }
+    return newlyApplied;
+  });
+}

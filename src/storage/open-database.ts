@@ -1,0 +1,9 @@
+import { PostgresDatabase } from './postgres/postgres-database.js';
+import type { SqlDatabase } from './sql/database.js';
+import { SqliteDatabase } from './sqlite/sqlite-database.js';
+
+/** Opens the database DATABASE_URL names (CONTRACT.md: sqlite:<path>, sqlite::memory:, postgres://...). */
+export function openDatabase(databaseUrl: string): SqlDatabase {
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return new PostgresDatabase(databaseUrl);
+  return new SqliteDatabase(databaseUrl);
+}

@@ -1,0 +1,275 @@
+import { randomUUID } from 'node:crypto';
+import { AppError } from '../errors.js';
+import { SerializationError, UniqueViolationError } from './sql/database.js';
+import type { SqlDatabase, SqlExecutor } from './sql/database.js';
+import type {
+  CurrentResource,
+  FhirResource,
+  HistoryPage,
+  HistoryQuery,
+  IndexWriter,
+  ResourceStore,
+  StoredVersion,
+  UpdateOptions,
+  WriteOperation,
+  WriteResult,
+} from './store.js';
+
+interface ResourceRow {
+  pk: number;
+  type: string;
+  id: string;
+  version: number;
+  last_updated: number;
+  deleted: number;
+  content: string | null;
+}
+
+interface HistoryRow {
+  seq: number;
+  type: string;
+  id: string;
+  version: number;
+  last_updated: number;
+  operation: WriteOperation;
+  content: string | null;
+}
+
+const MAX_ATTEMPTS = 5;
+
+/**
+ * The resource JSON as stored and served: resourceType, id and meta first (as FHIR servers print them),
+ * with the server's versionId and lastUpdated replacing whatever the client sent.
+ */
+export function serializeResource(resource: FhirResource, id: string, versionId: number, lastUpdated: number): string {
+  const { resourceType, id: _ignoredId, meta, ...rest } = resource;
+  const { versionId: _v, lastUpdated: _l, ...clientMeta } = (meta ?? {}) as Record<string, unknown>;
+  return JSON.stringify({
+    resourceType,
+    id,
+    meta: { versionId: String(versionId), lastUpdated: new Date(lastUpdated).toISOString(), ...clientMeta },
+    ...rest,
+  });
+}
+
+function toVersion(row: HistoryRow): StoredVersion {
+  return {
+    type: row.type,
+    id: row.id,
+    versionId: row.version,
+    lastUpdated: row.last_updated,
+    operation: row.operation,
+    content: row.content,
+  };
+}
+
+export class SqlResourceStore implements ResourceStore {
+  /**
+   * @param db the database, or the executor of an open transaction (see transaction()): then every
+   *   method runs inside that transaction and retries are left to whoever opened it.
+   */
+  constructor(
+    private readonly db: SqlDatabase | SqlExecutor,
+    private readonly indexWriters: readonly IndexWriter[] = [],
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  async transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T> {
+    if (!('transaction' in this.db)) return fn(this, this.db);
+    return this.writeWithRetry((tx) => fn(new SqlResourceStore(tx, this.indexWriters, this.clock), tx));
+  }
+
+  async create(resource: FhirResource): Promise<WriteResult> {
+    const id = randomUUID();
+    return this.writeWithRetry(async (tx) => this.insertNew(tx, resource, id));
+  }
+
+  async read(type: string, id: string): Promise<CurrentResource | undefined> {
+    const [row] = await this.db.query<ResourceRow>(
+      'SELECT pk, type, id, version, last_updated, deleted, content FROM resource WHERE type = ? AND id = ?',
+      [type, id],
+    );
+    if (!row) return undefined;
+    return {
+      type: row.type,
+      id: row.id,
+      versionId: row.version,
+      lastUpdated: row.last_updated,
+      operation: row.deleted ? 'delete' : row.version === 1 ? 'create' : 'update',
+      content: row.content,
+      deleted: row.deleted === 1,
+    };
+  }
+
+  async vread(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
+    const [row] = await this.db.query<HistoryRow>(
+      `SELECT h.seq, h.type, h.id, h.version, h.last_updated, h.operation, h.content
+         FROM resource r JOIN resource_history h ON h.pk = r.pk
+        WHERE r.type = ? AND r.id = ? AND h.version = ?`,
+      [type, id, versionId],
+    );
+    return row ? toVersion(row) : undefined;
+  }
+
+  async update(resource: FhirResource & { id: string }, options: UpdateOptions = {}): Promise<WriteResult> {
+    return this.writeWithRetry(async (tx) => {
+      const current = await this.lockCurrent(tx, resource.resourceType, resource.id);
+      if (!current) {
+        if (options.ifMatch !== undefined) {
+          throw new AppError('precondition-failed', `${resource.resourceType}/${resource.id} does not exist`);
+        }
+        return this.insertNew(tx, resource, resource.id);
+      }
+      if (options.ifMatch !== undefined && options.ifMatch !== current.version) {
+        throw new AppError(
+          'precondition-failed',
+          `Version conflict: If-Match names version ${options.ifMatch}, the current version is ${current.version}`,
+        );
+      }
+      const stored = await this.writeVersion(tx, current, 'update', resource);
+      return { stored, created: current.deleted === 1 };
+    });
+  }
+
+  async delete(type: string, id: string): Promise<StoredVersion | undefined> {
+    return this.writeWithRetry(async (tx) => {
+      const current = await this.lockCurrent(tx, type, id);
+      if (!current) return undefined;
+      if (current.deleted === 1) {
+        return {
+          type,
+          id,
+          versionId: current.version,
+          lastUpdated: current.last_updated,
+          operation: 'delete' as const,
+          content: null,
+        };
+      }
+      return this.writeVersion(tx, current, 'delete', null);
+    });
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const where: string[] = [];
+    const params: (string | number)[] = [];
+    if (query.type && query.id) {
+      const [row] = await this.db.query<{ pk: number }>('SELECT pk FROM resource WHERE type = ? AND id = ?', [
+        query.type,
+        query.id,
+      ]);
+      if (!row) return { versions: [] };
+      where.push('pk = ?');
+      params.push(row.pk);
+    } else if (query.type) {
+      where.push('type = ?');
+      params.push(query.type);
+    }
+    if (query.since !== undefined) {
+      where.push('last_updated >= ?');
+      params.push(query.since);
+    }
+    if (query.after) {
+      where.push('(last_updated < ? OR (last_updated = ? AND seq < ?))');
+      params.push(query.after.lastUpdated, query.after.lastUpdated, query.after.seq);
+    }
+    const rows = await this.db.query<HistoryRow>(
+      `SELECT seq, type, id, version, last_updated, operation, content FROM resource_history
+        ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+        ORDER BY last_updated DESC, seq DESC LIMIT ?`,
+      [...params, query.count + 1],
+    );
+    const page = rows.slice(0, query.count);
+    const last = page[page.length - 1];
+    return {
+      versions: page.map(toVersion),
+      next: rows.length > query.count && last ? { lastUpdated: last.last_updated, seq: last.seq } : undefined,
+    };
+  }
+
+  private async lockCurrent(tx: SqlExecutor, type: string, id: string): Promise<ResourceRow | undefined> {
+    const [row] = await tx.query<ResourceRow>(
+      `SELECT pk, type, id, version, last_updated, deleted, content FROM resource WHERE type = ? AND id = ?${tx.dialect.forUpdate}`,
+      [type, id],
+    );
+    return row;
+  }
+
+  private async insertNew(tx: SqlExecutor, resource: FhirResource, id: string): Promise<WriteResult> {
+    const now = this.clock();
+    const content = serializeResource(resource, id, 1, now);
+    const [row] = await tx.query<{ pk: number }>(
+      'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
+      [resource.resourceType, id, now, content],
+    );
+    await this.appendHistory(tx, row.pk, resource.resourceType, id, 1, now, 'create', content);
+    await this.updateIndexes(tx, row.pk, resource.resourceType, JSON.parse(content) as FhirResource);
+    const stored: StoredVersion = {
+      type: resource.resourceType,
+      id,
+      versionId: 1,
+      lastUpdated: now,
+      operation: 'create',
+      content,
+    };
+    return { stored, created: true };
+  }
+
+  private async writeVersion(
+    tx: SqlExecutor,
+    current: ResourceRow,
+    operation: 'update' | 'delete',
+    resource: FhirResource | null,
+  ): Promise<StoredVersion> {
+    const version = current.version + 1;
+    // lastUpdated never goes backwards for one resource, even if the clock does.
+    const now = Math.max(this.clock(), current.last_updated);
+    const content = resource ? serializeResource(resource, current.id, version, now) : null;
+    await tx.execute('UPDATE resource SET version = ?, last_updated = ?, deleted = ?, content = ? WHERE pk = ?', [
+      version,
+      now,
+      resource ? 0 : 1,
+      content,
+      current.pk,
+    ]);
+    await this.appendHistory(tx, current.pk, current.type, current.id, version, now, operation, content);
+    await this.updateIndexes(tx, current.pk, current.type, content ? (JSON.parse(content) as FhirResource) : null);
+    return { type: current.type, id: current.id, versionId: version, lastUpdated: now, operation, content };
+  }
+
+  private async appendHistory(
+    tx: SqlExecutor,
+    pk: number,
+    type: string,
+    id: string,
+    version: number,
+    lastUpdated: number,
+    operation: WriteOperation,
+    content: string | null,
+  ): Promise<void> {
+    await tx.execute(
+      'INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      [pk, type, id, version, lastUpdated, operation, content],
+    );
+  }
+
+  private async updateIndexes(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void> {
+    for (const writer of this.indexWriters) await writer.write(tx, pk, type, resource);
+  }
+
+  /**
+   * Two writers can race to create the same id (update-as-create) or, on PostgreSQL, deadlock; the
+   * loser's transaction is rolled back and simply run again, so no acknowledged write is ever lost.
+   */
+  private async writeWithRetry<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    const db = this.db;
+    if (!('transaction' in db)) return fn(db);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await db.transaction(fn);
+      } catch (error) {
+        const retryable = error instanceof UniqueViolationError || error instanceof SerializationError;
+        if (!retryable || attempt >= MAX_ATTEMPTS) throw error;
+      }
+    }
+  }
+}

@@ -1,0 +1,130 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
+import { SerializationError, UniqueViolationError } from '../sql/database.js';
+import type { Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
+import { sqliteDialect } from '../sql/dialect.js';
+import { Mutex } from '../sql/mutex.js';
+
+/** `sqlite:./data/ambient.db`, `sqlite:///abs/path.db` or `sqlite::memory:` → the file name better-sqlite3 opens. */
+export function sqliteFileName(databaseUrl: string): string {
+  const rest = databaseUrl.replace(/^sqlite:/, '');
+  if (rest === ':memory:') return ':memory:';
+  return rest.startsWith('//') ? rest.slice(2) : rest;
+}
+
+function open(fileName: string): SqliteConnection {
+  if (fileName !== ':memory:') mkdirSync(dirname(fileName), { recursive: true });
+  const connection = new BetterSqlite3(fileName);
+  connection.pragma('journal_mode = WAL');
+  // FULL: a commit is on disk (WAL fsynced) before the client hears about it, so an acknowledged write
+  // survives a crash of the machine too, not only of the process.
+  connection.pragma('synchronous = FULL');
+  connection.pragma('busy_timeout = 10000');
+  connection.pragma('foreign_keys = ON');
+  return connection;
+}
+
+class ConnectionExecutor implements SqlExecutor {
+  readonly dialect = sqliteDialect;
+  private readonly statements = new Map<string, Statement>();
+
+  constructor(readonly connection: SqliteConnection) {}
+
+  private statement(sql: string): Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.connection.prepare(sql);
+      if (this.statements.size > 2000) this.statements.clear();
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
+    return translateErrors(() => {
+      const statement = this.statement(sql);
+      if (statement.reader) return statement.all(...params) as T[];
+      statement.run(...params);
+      return [];
+    });
+  }
+
+  async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
+    return translateErrors(() => this.statement(sql).run(...params).changes);
+  }
+}
+
+function translateErrors<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? '';
+    if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+      throw new UniqueViolationError(error);
+    }
+    if (code.startsWith('SQLITE_BUSY')) throw new SerializationError(error);
+    throw error;
+  }
+}
+
+const READ_ONLY_STATEMENT = /^\s*(SELECT|WITH)\b/i;
+
+/**
+ * SQLite through better-sqlite3. A file database gets two connections: one writer, whose transactions
+ * are queued by a mutex (SQLite has one writer anyway), and one reader, which in WAL mode never sees a
+ * transaction that has not committed. An in-memory database cannot be shared between connections, so
+ * there everything goes through the writer and its mutex.
+ */
+export class SqliteDatabase implements SqlDatabase {
+  readonly dialect = sqliteDialect;
+  private readonly writer: ConnectionExecutor;
+  private readonly reader: ConnectionExecutor | undefined;
+  private readonly writeLock = new Mutex();
+
+  constructor(databaseUrl: string) {
+    const fileName = sqliteFileName(databaseUrl);
+    this.writer = new ConnectionExecutor(open(fileName));
+    this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
+  }
+
+  async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
+    if (this.reader && READ_ONLY_STATEMENT.test(sql)) return this.reader.query<T>(sql, params);
+    return this.writeLock.run(() => this.writer.query<T>(sql, params));
+  }
+
+  async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
+    return this.writeLock.run(() => this.writer.execute(sql, params));
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.writeLock.run(async () => {
+      const connection = this.writer.connection;
+      translateErrors(() => connection.exec('BEGIN IMMEDIATE'));
+      try {
+        const result = await fn(this.writer);
+        connection.exec('COMMIT');
+        return result;
+      } catch (error) {
+        if (connection.inTransaction) connection.exec('ROLLBACK');
+        throw error;
+      }
+    });
+  }
+
+  async executeScript(sql: string): Promise<void> {
+    await this.writeLock.run(async () => translateErrors(() => this.writer.connection.exec(sql)));
+  }
+
+  async ping(): Promise<void> {
+    await (this.reader ?? this.writer).query('SELECT 1 AS ok');
+  }
+
+  async close(): Promise<void> {
+    await this.writeLock.run(async () => {
+      this.reader?.connection.close();
+      this.writer.connection.close();
+    });
+  }
+}

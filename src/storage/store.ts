@@ -1,0 +1,82 @@
+// The storage interface every FHIR interaction talks to (STYLE.md principle 2). One implementation,
+// SqlResourceStore, serves both SQLite and PostgreSQL through the SqlDatabase interface, so no query is
+// written twice.
+
+import type { SqlExecutor } from './sql/database.js';
+
+export type FhirResource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<
+  string,
+  unknown
+>;
+
+export type WriteOperation = 'create' | 'update' | 'delete';
+
+/** One version of a resource as stored; `content` is the JSON text exactly as served (null once deleted). */
+export interface StoredVersion {
+  readonly type: string;
+  readonly id: string;
+  readonly versionId: number;
+  /** Milliseconds since the epoch. */
+  readonly lastUpdated: number;
+  readonly operation: WriteOperation;
+  readonly content: string | null;
+}
+
+export interface CurrentResource extends StoredVersion {
+  readonly deleted: boolean;
+}
+
+export interface WriteResult {
+  readonly stored: StoredVersion;
+  /** True when the write created the resource (create, or update-as-create). */
+  readonly created: boolean;
+}
+
+export interface HistoryCursor {
+  readonly lastUpdated: number;
+  readonly seq: number;
+}
+
+export interface HistoryQuery {
+  readonly type?: string;
+  readonly id?: string;
+  /** Only versions written at or after this time (ms). */
+  readonly since?: number;
+  readonly count: number;
+  /** Continue strictly after (older than) this position. */
+  readonly after?: HistoryCursor;
+}
+
+export interface HistoryPage {
+  readonly versions: StoredVersion[];
+  /** Where the next (older) page starts, when there is one. */
+  readonly next?: HistoryCursor;
+}
+
+/**
+ * Keeps index tables in step with the resources: called inside the write's transaction, so a resource
+ * and its index rows are committed together or not at all (the search engine plugs in here).
+ */
+export interface IndexWriter {
+  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void>;
+}
+
+export interface UpdateOptions {
+  /** The version the client last saw (If-Match): the update fails with 412 when it is stale. */
+  readonly ifMatch?: number;
+}
+
+export interface ResourceStore {
+  create(resource: FhirResource): Promise<WriteResult>;
+  read(type: string, id: string): Promise<CurrentResource | undefined>;
+  vread(type: string, id: string, versionId: number): Promise<StoredVersion | undefined>;
+  update(resource: FhirResource & { id: string }, options?: UpdateOptions): Promise<WriteResult>;
+  /** Returns undefined when the resource never existed; deleting a deleted resource changes nothing. */
+  delete(type: string, id: string): Promise<StoredVersion | undefined>;
+  history(query: HistoryQuery): Promise<HistoryPage>;
+  /**
+   * Runs fn in one database transaction: every write through the store it receives commits together or
+   * not at all (transaction Bundles, imports). `tx` lets index and search code read inside it.
+   */
+  transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T>;
+}

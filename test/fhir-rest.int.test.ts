@@ -1,0 +1,340 @@
+// The FHIR REST interactions of the foundation, through HTTP as a client sees them, on both databases.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from '../src/test-support/databases.js';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+
+const FHIR_JSON = 'application/fhir+json';
+
+describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+
+  beforeAll(async () => {
+    t = await startTestApp(backend);
+    auth = { authorization: `Bearer ${await t.token()}` };
+  });
+  afterAll(async () => t?.close());
+
+  const create = async (resource: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    t.app.inject({
+      method: 'POST',
+      url: `/fhir/${resource.resourceType as string}`,
+      headers: { ...auth, 'content-type': FHIR_JSON, ...headers },
+      payload: JSON.stringify(resource),
+    });
+
+  describe('metadata', () => {
+    it('serves a CapabilityStatement without a token, listing every R4 type and what we support', async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/fhir/metadata' });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['content-type']).toContain(FHIR_JSON);
+      const cs = res.json();
+      expect(cs.resourceType).toBe('CapabilityStatement');
+      expect(cs.fhirVersion).toBe('4.0.1');
+      const types = cs.rest[0].resource.map((r: { type: string }) => r.type);
+      expect(types).toContain('Patient');
+      expect(types).toContain('Appointment');
+      expect(types).not.toContain('SubscriptionStatus');
+      expect(types.length).toBeGreaterThanOrEqual(145);
+      const patient = cs.rest[0].resource.find((r: { type: string }) => r.type === 'Patient');
+      expect(patient.interaction.map((i: { code: string }) => i.code)).toEqual(
+        expect.arrayContaining(['create', 'read', 'vread', 'update', 'delete', 'history-instance', 'history-type']),
+      );
+    });
+  });
+
+  describe('create', () => {
+    it('answers 201 with Location, ETag and the stored resource; the client id is ignored', async () => {
+      const res = await create({ resourceType: 'Patient', id: 'mine', gender: 'female', name: [{ family: 'Create' }] });
+      expect(res.statusCode).toBe(201);
+      const body = res.json();
+      expect(body.id).toMatch(/^[A-Za-z0-9\-.]{1,64}$/);
+      expect(body.id).not.toBe('mine');
+      expect(body.meta.versionId).toBe('1');
+      expect(Date.parse(body.meta.lastUpdated)).toBeGreaterThan(Date.now() - 60_000);
+      expect(body.name).toEqual([{ family: 'Create' }]);
+      expect(res.headers.etag).toBe('W/"1"');
+      expect(res.headers.location).toBe(`${t.config.publicUrl}/fhir/Patient/${body.id}/_history/1`);
+      expect(res.headers['last-modified']).toBe(new Date(body.meta.lastUpdated).toUTCString());
+    });
+
+    it('honours Prefer: return=minimal and return=OperationOutcome', async () => {
+      const minimal = await create({ resourceType: 'Patient' }, { prefer: 'return=minimal' });
+      expect(minimal.statusCode).toBe(201);
+      expect(minimal.body).toBe('');
+      expect(minimal.headers.location).toMatch(/\/fhir\/Patient\/[^/]+\/_history\/1$/);
+      const outcome = await create({ resourceType: 'Patient' }, { prefer: 'return=OperationOutcome' });
+      expect(outcome.statusCode).toBe(201);
+      expect(outcome.json().resourceType).toBe('OperationOutcome');
+      expect(outcome.json().issue[0].severity).toBe('information');
+    });
+
+    it('accepts application/json too and pretty-prints with _pretty=true', async () => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/fhir/Basic?_pretty=true',
+        headers: { ...auth, 'content-type': 'application/json' },
+        payload: JSON.stringify({ resourceType: 'Basic', code: { text: 'pretty' } }),
+      });
+      expect(res.statusCode).toBe(201);
+      expect(res.body).toContain('\n  "resourceType": "Basic"');
+    });
+  });
+
+  describe('read, vread, update, delete', () => {
+    it('reads back exactly what create returned', async () => {
+      const created = await create({ resourceType: 'Patient', birthDate: '1970-02-03' });
+      const res = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${created.json().id}`, headers: auth });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toEqual(created.json());
+      expect(res.headers.etag).toBe('W/"1"');
+    });
+
+    it('answers 304 to If-None-Match on the current version and to If-Modified-Since', async () => {
+      const created = await create({ resourceType: 'Patient' });
+      const url = `/fhir/Patient/${created.json().id}`;
+      const notModified = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-none-match': 'W/"1"' } });
+      expect(notModified.statusCode).toBe(304);
+      expect(notModified.body).toBe('');
+      const stale = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-none-match': 'W/"7"' } });
+      expect(stale.statusCode).toBe(200);
+      const since = new Date(Date.now() + 5000).toUTCString();
+      const unchanged = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-modified-since': since } });
+      expect(unchanged.statusCode).toBe(304);
+      const old = new Date(Date.now() - 3_600_000).toUTCString();
+      const changed = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-modified-since': old } });
+      expect(changed.statusCode).toBe(200);
+    });
+
+    it('updates to version 2, keeps version 1 for vread, and refuses a stale If-Match with 412', async () => {
+      const created = (
+        await create({
+          resourceType: 'Appointment',
+          status: 'proposed',
+          start: '2026-12-01T09:00:00Z',
+          end: '2026-12-01T09:30:00Z',
+          participant: [{ actor: { reference: 'Practitioner/p1' }, status: 'needs-action' }],
+        })
+      ).json();
+      const url = `/fhir/Appointment/${created.id}`;
+      const updated = await t.app.inject({
+        method: 'PUT',
+        url,
+        headers: { ...auth, 'content-type': FHIR_JSON, 'if-match': 'W/"1"' },
+        payload: JSON.stringify({ ...created, status: 'booked' }),
+      });
+      expect(updated.statusCode).toBe(200);
+      expect(updated.json().status).toBe('booked');
+      expect(updated.json().meta.versionId).toBe('2');
+      expect(updated.headers.etag).toBe('W/"2"');
+      const v1 = await t.app.inject({ method: 'GET', url: `${url}/_history/1`, headers: auth });
+      expect(v1.json().status).toBe('proposed');
+      const stale = await t.app.inject({
+        method: 'PUT',
+        url,
+        headers: { ...auth, 'content-type': FHIR_JSON, 'if-match': 'W/"1"' },
+        payload: JSON.stringify({ ...created, status: 'cancelled' }),
+      });
+      expect(stale.statusCode).toBe(412);
+      expect(stale.json().resourceType).toBe('OperationOutcome');
+      const current = await t.app.inject({ method: 'GET', url, headers: auth });
+      expect(current.json().status).toBe('booked');
+    });
+
+    it('creates on PUT to a new id (201) with that id', async () => {
+      const id = `put-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+      const res = await t.app.inject({
+        method: 'PUT',
+        url: `/fhir/Patient/${id}`,
+        headers: { ...auth, 'content-type': FHIR_JSON },
+        payload: JSON.stringify({ resourceType: 'Patient', id }),
+      });
+      expect(res.statusCode).toBe(201);
+      expect(res.json().id).toBe(id);
+      expect(res.headers.location).toBe(`${t.config.publicUrl}/fhir/Patient/${id}/_history/1`);
+    });
+
+    it('deletes (204), then reads answer 410, vread of the deletion 410, vread of version 1 200', async () => {
+      const id = (await create({ resourceType: 'Patient' })).json().id;
+      const del = await t.app.inject({ method: 'DELETE', url: `/fhir/Patient/${id}`, headers: auth });
+      expect(del.statusCode).toBe(204);
+      const gone = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+      expect(gone.statusCode).toBe(410);
+      expect(gone.json().issue[0].code).toBe('deleted');
+      expect(
+        (await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history/2`, headers: auth })).statusCode,
+      ).toBe(410);
+      expect(
+        (await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history/1`, headers: auth })).statusCode,
+      ).toBe(200);
+      const again = await t.app.inject({ method: 'DELETE', url: `/fhir/Patient/${id}`, headers: auth });
+      expect(again.statusCode).toBe(204);
+    });
+  });
+
+  describe('history', () => {
+    it('lists instance history newest first as a history Bundle', async () => {
+      const created = (await create({ resourceType: 'Patient', gender: 'male' })).json();
+      const url = `/fhir/Patient/${created.id}`;
+      await t.app.inject({
+        method: 'PUT',
+        url,
+        headers: { ...auth, 'content-type': FHIR_JSON },
+        payload: JSON.stringify({ ...created, gender: 'female' }),
+      });
+      await t.app.inject({ method: 'DELETE', url, headers: auth });
+      const res = await t.app.inject({ method: 'GET', url: `${url}/_history`, headers: auth });
+      expect(res.statusCode).toBe(200);
+      const bundle = res.json();
+      expect(bundle.resourceType).toBe('Bundle');
+      expect(bundle.type).toBe('history');
+      expect(bundle.entry.map((e: any) => [e.request.method, e.response.etag])).toEqual([
+        ['DELETE', 'W/"3"'],
+        ['PUT', 'W/"2"'],
+        ['POST', 'W/"1"'],
+      ]);
+      expect(bundle.entry[0].resource).toBeUndefined();
+      expect(bundle.entry[1].resource.gender).toBe('female');
+      expect(bundle.entry[2].fullUrl).toBe(`${t.config.publicUrl}/fhir/Patient/${created.id}`);
+    });
+
+    it('pages type and system history with _count and _since, following next links exactly once each', async () => {
+      const since = new Date(Date.now() - 1).toISOString();
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++)
+        ids.push((await create({ resourceType: 'Device', distinctIdentifier: `h${i}` })).json().id);
+      const seen: string[] = [];
+      let url: string | undefined = `/fhir/Device/_history?_count=2&_since=${encodeURIComponent(since)}`;
+      let pages = 0;
+      while (url) {
+        const res = await t.app.inject({ method: 'GET', url, headers: auth });
+        expect(res.statusCode).toBe(200);
+        const bundle = res.json();
+        pages++;
+        seen.push(...(bundle.entry ?? []).map((e: any) => e.resource.id));
+        const next = bundle.link.find((l: any) => l.relation === 'next')?.url as string | undefined;
+        url = next?.replace(t.config.publicUrl, '');
+      }
+      expect(seen).toEqual([...ids].reverse());
+      expect(pages).toBe(3);
+      const system = await t.app.inject({
+        method: 'GET',
+        url: `/fhir/_history?_since=${encodeURIComponent(since)}&_count=1000`,
+        headers: auth,
+      });
+      const systemIds = system.json().entry.map((e: any) => e.resource?.id);
+      expect(systemIds).toEqual(expect.arrayContaining(ids));
+      const bad = await t.app.inject({ method: 'GET', url: '/fhir/Device/_history?_since=yesterday', headers: auth });
+      expect(bad.statusCode).toBe(400);
+    });
+  });
+
+  describe('validation on write', () => {
+    it('refuses an Appointment without status with 401 and an OperationOutcome naming the element', async () => {
+      const res = await create({
+        resourceType: 'Appointment',
+        participant: [{ actor: { reference: 'Patient/p1' }, status: 'accepted' }],
+      });
+      expect(res.statusCode).toBe(401);
+      expect(res.headers['www-authenticate']).toBeUndefined();
+      const outcome = res.json();
+      expect(outcome.resourceType).toBe('OperationOutcome');
+      const issue = outcome.issue.find((i: any) => (i.expression ?? []).includes('Appointment.status'));
+      expect(issue).toBeDefined();
+      expect(issue.severity).toBe('error');
+      expect(issue.diagnostics).toMatch(/status/);
+    });
+
+    it('collects every issue, and stores nothing', async () => {
+      const before = await t.app.inject({ method: 'GET', url: '/fhir/Patient/_history?_count=1', headers: auth });
+      const res = await create({ resourceType: 'Patient', gender: 'unknown-gender', birthDate: '1970-13-45', foo: 1 });
+      expect(res.statusCode).toBe(401);
+      const expressions = res.json().issue.flatMap((i: any) => i.expression ?? []);
+      expect(expressions).toEqual(expect.arrayContaining(['Patient.gender', 'Patient.birthDate', 'Patient.foo']));
+      const after = await t.app.inject({ method: 'GET', url: '/fhir/Patient/_history?_count=1', headers: auth });
+      expect(after.json().entry?.[0]?.fullUrl).toBe(before.json().entry?.[0]?.fullUrl);
+    });
+  });
+
+  describe('bad requests', () => {
+    const post = (url: string, payload: string | Buffer, contentType = FHIR_JSON) =>
+      t.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': contentType }, payload });
+
+    it.each([
+      ['malformed JSON', '{"resourceType": "Patient",', 400],
+      ['a JSON array', '[]', 400],
+      ['a JSON string', '"Patient"', 400],
+      ['another resourceType', '{"resourceType":"Observation"}', 400],
+      ['no resourceType', '{}', 400],
+    ])('answers %s with a 4xx OperationOutcome', async (_name, payload, status) => {
+      const res = await post('/fhir/Patient', payload);
+      expect(res.statusCode).toBe(status);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+      expect(res.json().issue[0].severity).toBe('error');
+    });
+
+    it('refuses invalid UTF-8 and absurdly deep JSON with 400', async () => {
+      const invalidUtf8 = Buffer.concat([
+        Buffer.from('{"resourceType":"Patient","name":[{"family":"'),
+        Buffer.from([0xc3, 0x28]),
+        Buffer.from('"}]}'),
+      ]);
+      expect((await post('/fhir/Patient', invalidUtf8)).statusCode).toBe(400);
+      const deep = '{"resourceType":"Patient","extension":' + '['.repeat(5000) + ']'.repeat(5000) + '}';
+      const res = await post('/fhir/Patient', deep);
+      expect(res.statusCode).toBe(400);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+    });
+
+    it('answers 415 for another content type and 413 above the body limit', async () => {
+      const unsupported = await post('/fhir/Patient', 'resourceType=Patient', 'text/plain');
+      expect(unsupported.statusCode).toBe(415);
+      expect(unsupported.json().resourceType).toBe('OperationOutcome');
+      const big = JSON.stringify({ resourceType: 'Basic', code: { text: 'x'.repeat(t.config.maxBodyBytes) } });
+      const tooLarge = await post('/fhir/Basic', big);
+      expect(tooLarge.statusCode).toBe(413);
+      expect(tooLarge.json().resourceType).toBe('OperationOutcome');
+    });
+
+    it('answers 400 when the body id differs from the URL id, or is missing on update', async () => {
+      const put = (id: string, body: unknown) =>
+        t.app.inject({
+          method: 'PUT',
+          url: `/fhir/Patient/${id}`,
+          headers: { ...auth, 'content-type': FHIR_JSON },
+          payload: JSON.stringify(body),
+        });
+      expect((await put('abc', { resourceType: 'Patient', id: 'xyz' })).statusCode).toBe(400);
+      expect((await put('abc', { resourceType: 'Patient' })).statusCode).toBe(400);
+    });
+
+    it('answers 404 for unknown types and ids, 400 for malformed ids, 405 for unsupported methods', async () => {
+      const unknownType = await t.app.inject({ method: 'GET', url: '/fhir/Patientx/1', headers: auth });
+      expect(unknownType.statusCode).toBe(404);
+      expect(unknownType.json().issue[0].diagnostics).toContain('Patientx');
+      const unknownId = await t.app.inject({ method: 'GET', url: '/fhir/Patient/does-not-exist', headers: auth });
+      expect(unknownId.statusCode).toBe(404);
+      expect(unknownId.json().resourceType).toBe('OperationOutcome');
+      const badId = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${'x'.repeat(65)}`, headers: auth });
+      expect(badId.statusCode).toBe(400);
+      const notAllowed = await t.app.inject({
+        method: 'POST',
+        url: '/fhir/Patient/123',
+        headers: { ...auth, 'content-type': FHIR_JSON },
+        payload: '{}',
+      });
+      expect(notAllowed.statusCode).toBe(405);
+      expect(notAllowed.json().resourceType).toBe('OperationOutcome');
+      const xml = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_format=xml' });
+      expect(xml.statusCode).toBe(406);
+    });
+  });
+
+  describe('health', () => {
+    it('answers /healthz and /readyz without a token', async () => {
+      expect((await t.app.inject({ method: 'GET', url: '/healthz' })).json()).toEqual({ status: 'ok' });
+      expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toEqual({ status: 'ready' });
+    });
+  });
+});

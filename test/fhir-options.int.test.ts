@@ -1,0 +1,70 @@
+// Configuration-dependent FHIR behaviour: FHIR's own status codes for invalid resources, and CORS.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+
+describe('AMBIENT_FHIR_STANDARD_STATUS=1 and CORS', () => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+  beforeAll(async () => {
+    t = await startTestApp('sqlite', {
+      AMBIENT_FHIR_STANDARD_STATUS: '1',
+      AMBIENT_CORS_ORIGINS: 'https://app.example',
+    });
+    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+  });
+  afterAll(async () => t?.close());
+
+  const post = (resource: object) =>
+    t.app.inject({ method: 'POST', url: '/fhir/Appointment', headers: auth, payload: JSON.stringify(resource) });
+
+  it('answers 400 for a resource breaking the base rules', async () => {
+    const res = await post({
+      resourceType: 'Appointment',
+      participant: [{ actor: { reference: 'Patient/1' }, status: 'accepted' }],
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().issue.some((i: { expression?: string[] }) => i.expression?.includes('Appointment.status'))).toBe(
+      true,
+    );
+  });
+
+  it('answers 422 when only invariants fail', async () => {
+    // app-3: only proposed or cancelled appointments may lack start and end.
+    const res = await post({
+      resourceType: 'Appointment',
+      status: 'booked',
+      participant: [{ actor: { reference: 'Patient/1' }, status: 'accepted' }],
+    });
+    expect(res.statusCode).toBe(422);
+    expect(res.json().issue[0].code).toBe('invariant');
+  });
+
+  it('answers CORS preflights for the configured origin only, exposing Location and ETag', async () => {
+    const preflight = await t.app.inject({
+      method: 'OPTIONS',
+      url: '/fhir/Patient',
+      headers: {
+        origin: 'https://app.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type',
+      },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(String(preflight.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization');
+    const read = await t.app.inject({
+      method: 'GET',
+      url: '/fhir/metadata',
+      headers: { origin: 'https://app.example' },
+    });
+    expect(read.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(String(read.headers['access-control-expose-headers'])).toContain('ETag');
+    const other = await t.app.inject({
+      method: 'GET',
+      url: '/fhir/metadata',
+      headers: { origin: 'https://evil.example' },
+    });
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+  });
+});

@@ -1,0 +1,82 @@
+// Every official R4 example is accepted on create and reads back equal apart from id and meta
+// (a validator that rejects the spec's own examples is wrong). The few that break R4's rules are in
+// src/validation/known-invalid-examples.ts and must be refused, naming the rule.
+// `npm test` runs the whole corpus on SQLite; `npm run test:full` on PostgreSQL too.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from '../src/test-support/databases.js';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+import { fixturesDir } from '../src/validation/fixtures-path.js';
+import { KNOWN_INVALID_EXAMPLES } from '../src/validation/known-invalid-examples.js';
+
+type Resource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<string, unknown>;
+
+const examples: Resource[] = gunzipSync(
+  readFileSync(join(fixturesDir(), 'r4-spec-examples', 'all-r4-examples.ndjson.gz')),
+)
+  .toString('utf8')
+  .split('\n')
+  .filter((line) => line.trim() !== '')
+  .map((line) => JSON.parse(line) as Resource);
+
+const knownInvalid = new Map(KNOWN_INVALID_EXAMPLES.map((e) => [e.key, e]));
+
+/** The example as the server should give it back: the same, but for id and the server's meta fields. */
+function withoutServerFields(resource: Resource): Resource {
+  const { id: _id, meta, ...rest } = resource;
+  const { versionId: _v, lastUpdated: _l, ...clientMeta } = meta ?? {};
+  return Object.keys(clientMeta).length > 0 ? { ...rest, meta: clientMeta } : rest;
+}
+
+const backends = process.env.AMBIENT_FULL_TESTS ? BACKENDS : (['sqlite'] as const);
+
+describe.each(backends)('the %s store accepts and returns every R4 example', (backend) => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+  beforeAll(async () => {
+    t = await startTestApp(backend);
+    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+  });
+  afterAll(async () => t?.close());
+
+  it(`creates and reads back all ${examples.length} examples`, async () => {
+    expect(examples.length).toBe(2459);
+    const failures: string[] = [];
+    let accepted = 0;
+    for (const example of examples) {
+      const key = `${example.resourceType}/${example.id}`;
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/fhir/${example.resourceType}`,
+        headers: auth,
+        payload: JSON.stringify(example),
+      });
+      const expectedInvalid = knownInvalid.get(key);
+      if (expectedInvalid) {
+        const expressions =
+          res.statusCode === 401 ? res.json().issue.flatMap((i: { expression?: string[] }) => i.expression ?? []) : [];
+        if (!expressions.includes(expectedInvalid.expression))
+          failures.push(`${key}: expected refusal at ${expectedInvalid.expression}, got ${res.statusCode}`);
+        continue;
+      }
+      if (res.statusCode !== 201) {
+        failures.push(`${key}: ${res.statusCode} ${res.body.slice(0, 300)}`);
+        continue;
+      }
+      const read = await t.app.inject({
+        method: 'GET',
+        url: `/fhir/${example.resourceType}/${res.json().id}`,
+        headers: auth,
+      });
+      expect(withoutServerFields(read.json())).toEqual(withoutServerFields(example));
+      accepted++;
+    }
+    expect(failures).toEqual([]);
+    expect(accepted).toBe(
+      examples.length - [...knownInvalid.keys()].filter((k) => !k.startsWith('with-narrative/')).length,
+    );
+  });
+});

@@ -36,6 +36,7 @@ export const ERROR_CATALOG = {
   'not-acceptable': { status: 406, issueType: 'not-supported', oauthError: 'invalid_request' },
   'version-conflict': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
   'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
+  'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
   'payload-too-large': { status: 413, issueType: 'too-long', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },

@@ -8,8 +8,11 @@ import { capabilityStatement } from '../fhir/interactions/capabilities.js';
 import { createInteraction } from '../fhir/interactions/create.js';
 import { deleteInteraction } from '../fhir/interactions/delete.js';
 import { historyInteraction } from '../fhir/interactions/history.js';
+import { patchInteraction } from '../fhir/interactions/patch.js';
+import type { PatchFormat } from '../fhir/interactions/patch.js';
 import { readInteraction } from '../fhir/interactions/read.js';
 import { updateInteraction } from '../fhir/interactions/update.js';
+import { validateInteraction } from '../fhir/interactions/validate.js';
 import { vreadInteraction } from '../fhir/interactions/vread.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import { assertJsonFormat, FHIR_JSON, sendFhir } from './fhir-reply.js';
@@ -166,6 +169,38 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     );
   });
 
+  app.patch<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
+    const ifMatch = header(request, 'if-match');
+    return sendFhir(
+      request,
+      reply,
+      await patchInteraction(
+        fhirRequest(request),
+        knownType(request.params.type),
+        request.params.id,
+        patchFormat(header(request, 'content-type')),
+        request.body,
+        ifMatch ? parseETagVersion(ifMatch) : undefined,
+      ),
+    );
+  });
+
+  app.post<{ Params: Params }>('/fhir/:type/$validate', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await validateInteraction(fhirRequest(request), knownType(request.params.type), request.body),
+    ),
+  );
+
+  app.post<{ Params: Params }>('/fhir/:type/:id/$validate', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await validateInteraction(fhirRequest(request), knownType(request.params.type), request.body, request.params.id),
+    ),
+  );
+
   app.delete<{ Params: Params }>('/fhir/:type/:id', async (request, reply) =>
     sendFhir(
       request,
@@ -201,6 +236,17 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   );
 }
 
+/** JSON Patch by its media type; FHIRPath Patch is a Parameters resource sent as FHIR JSON. */
+function patchFormat(contentType: string | undefined): PatchFormat {
+  const mediaType = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  if (mediaType === 'application/json-patch+json') return 'json-patch';
+  if (mediaType === 'application/fhir+json' || mediaType === 'application/json') return 'fhirpath-patch';
+  throw new AppError(
+    'unsupported-media-type',
+    'PATCH takes application/json-patch+json (JSON Patch) or application/fhir+json (FHIRPath Patch Parameters)',
+  );
+}
+
 /** If-None-Match: a client's stale or garbled ETag simply does not match (never an error on a read). */
 function conditionalVersion(header: string): number | undefined {
   try {
@@ -227,9 +273,9 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
   }
   const shape = segments
     .slice(1)
-    .map((s, i) => (s === '_history' || s === '_search' ? s : i === 0 ? 'id' : 'vid'))
+    .map((s, i) => (s === '_history' || s === '_search' || s === '$validate' ? s : i === 0 ? 'id' : 'vid'))
     .join('/');
-  const served = ['', 'id', '_history', '_search', 'id/_history', 'id/_history/vid'];
+  const served = ['', 'id', '_history', '_search', '$validate', 'id/$validate', 'id/_history', 'id/_history/vid'];
   if (served.includes(shape)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
   return new AppError('unknown-route', `No FHIR endpoint at ${path}`);
 }

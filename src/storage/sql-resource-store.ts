@@ -84,9 +84,11 @@ export class SqlResourceStore implements ResourceStore {
     return this.writeWithRetry(async (tx) => this.insertNew(tx, resource, id));
   }
 
-  async read(type: string, id: string): Promise<CurrentResource | undefined> {
+  async read(type: string, id: string, options: { lock?: boolean } = {}): Promise<CurrentResource | undefined> {
     const [row] = await this.db.query<ResourceRow>(
-      'SELECT pk, type, id, version, last_updated, deleted, content FROM resource WHERE type = ? AND id = ?',
+      `SELECT pk, type, id, version, last_updated, deleted, content FROM resource WHERE type = ? AND id = ?${
+        options.lock ? this.db.dialect.forUpdate : ''
+      }`,
       [type, id],
     );
     if (!row) return undefined;

@@ -68,7 +68,11 @@ export interface UpdateOptions {
 
 export interface ResourceStore {
   create(resource: FhirResource): Promise<WriteResult>;
-  read(type: string, id: string): Promise<CurrentResource | undefined>;
+  /**
+   * The current version. With `lock` inside transaction(), the row stays locked until the transaction
+   * ends, so a read-modify-write (PATCH) cannot lose a concurrent update.
+   */
+  read(type: string, id: string, options?: { lock?: boolean }): Promise<CurrentResource | undefined>;
   vread(type: string, id: string, versionId: number): Promise<StoredVersion | undefined>;
   update(resource: FhirResource & { id: string }, options?: UpdateOptions): Promise<WriteResult>;
   /** Returns undefined when the resource never existed; deleting a deleted resource changes nothing. */

@@ -9,12 +9,14 @@ export const SUPPORTED_TYPE_INTERACTIONS = [
   'read',
   'vread',
   'update',
+  'patch',
   'delete',
   'history-instance',
   'history-type',
   'create',
   'search-type',
 ] as const;
+export const SUPPORTED_TYPE_OPERATIONS = ['validate'] as const;
 export const SUPPORTED_SYSTEM_INTERACTIONS = ['history-system', 'search-system'] as const;
 
 let cached: { key: string; json: string } | undefined;
@@ -31,6 +33,10 @@ export function capabilityStatement(services: FhirServices, version: string): st
     updateCreate: true,
     conditionalRead: 'full-support',
     searchParam: services.search.capabilitySearchParams(type),
+    operation: SUPPORTED_TYPE_OPERATIONS.map((name) => ({
+      name,
+      definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
+    })),
   }));
   const statement = {
     resourceType: 'CapabilityStatement',

@@ -1,0 +1,45 @@
+// https://hl7.org/fhir/R4/http.html#patch (JSON Patch and FHIRPath Patch)
+import { AppError } from '../../errors.js';
+import type { FhirResource } from '../../storage/store.js';
+import { requireAccess } from '../access.js';
+import { assertValidId } from '../ids.js';
+import { applyFhirPathPatch } from '../patch/fhirpath-patch.js';
+import { applyJsonPatch } from '../patch/json-patch.js';
+import { acceptResource } from '../resource-input.js';
+import type { FhirResponse } from '../response.js';
+import type { FhirRequest } from '../services.js';
+import { writeResponse } from './write-response.js';
+
+export type PatchFormat = 'json-patch' | 'fhirpath-patch';
+
+export async function patchInteraction(
+  request: FhirRequest,
+  type: string,
+  id: string,
+  format: PatchFormat,
+  patch: unknown,
+  ifMatch?: number,
+): Promise<FhirResponse> {
+  requireAccess(request, 'update', type);
+  assertValidId(id);
+  // Read, patch and write under one row lock: a concurrent update waits rather than being overwritten.
+  return request.services.store.transaction(async (store) => {
+    const current = await store.read(type, id, { lock: true });
+    if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
+    if (current.deleted || !current.content) throw new AppError('resource-deleted', `${type}/${id} was deleted`);
+    if (ifMatch !== undefined && ifMatch !== current.versionId) {
+      throw new AppError(
+        'precondition-failed',
+        `Version conflict: If-Match names version ${ifMatch}, the current version is ${current.versionId}`,
+      );
+    }
+    const base = JSON.parse(current.content) as FhirResource;
+    const patched = format === 'json-patch' ? applyJsonPatch(base, patch) : applyFhirPathPatch(base, patch);
+    if (!patched || typeof patched !== 'object' || patched.resourceType !== type || patched.id !== id) {
+      throw new AppError('patch-failed', 'A patch must not change the resource type or id');
+    }
+    const resource = acceptResource(request.services, type, patched, id);
+    const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
+    return writeResponse(request.services, stored, 200);
+  });
+}

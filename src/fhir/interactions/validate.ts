@@ -1,0 +1,96 @@
+// https://hl7.org/fhir/R4/resource-operation-validate.html ($validate on a type or an instance)
+import { AppError } from '../../errors.js';
+import { requireAccess } from '../access.js';
+import { assertValidId } from '../ids.js';
+import type { FhirResponse } from '../response.js';
+import type { FhirRequest } from '../services.js';
+
+interface ParametersLike {
+  resourceType: 'Parameters';
+  parameter?: { name?: string; resource?: unknown; valueCode?: string }[];
+}
+
+/** The resource to check: the body itself, or the `resource` parameter of a Parameters body. */
+function resourceToValidate(body: unknown, type: string): { resource: unknown; mode?: string } {
+  if (
+    body &&
+    typeof body === 'object' &&
+    (body as { resourceType?: unknown }).resourceType === 'Parameters' &&
+    type !== 'Parameters'
+  ) {
+    const parameters = (body as ParametersLike).parameter ?? [];
+    const mode = parameters.find((p) => p.name === 'mode')?.valueCode;
+    const resource = parameters.find((p) => p.name === 'resource')?.resource;
+    return { resource, mode };
+  }
+  return { resource: body };
+}
+
+/** Validates without storing anything: 200 with an OperationOutcome listing every issue (or "all OK"). */
+export async function validateInteraction(
+  request: FhirRequest,
+  type: string,
+  body: unknown,
+  id?: string,
+): Promise<FhirResponse> {
+  requireAccess(request, 'read', type);
+  if (id !== undefined) assertValidId(id);
+  const { resource, mode } = resourceToValidate(body, type);
+  if (mode === 'delete') {
+    if (id === undefined)
+      throw new AppError(
+        'bad-request',
+        '$validate with mode=delete needs an instance: POST /fhir/{type}/{id}/$validate',
+      );
+    const current = await request.services.store.read(type, id);
+    const exists = current !== undefined && !current.deleted;
+    return outcome(
+      exists
+        ? []
+        : [{ severity: 'error', code: 'not-found', diagnostics: `${type}/${id} does not exist`, expression: [type] }],
+    );
+  }
+  if (!resource || typeof resource !== 'object' || Array.isArray(resource)) {
+    throw new AppError(
+      'invalid-json',
+      'Send the resource to validate as the body, or as the "resource" parameter of a Parameters body',
+    );
+  }
+  const actualType = (resource as { resourceType?: unknown }).resourceType;
+  if (actualType !== type) {
+    throw new AppError(
+      'resource-type-mismatch',
+      `The resource's type (${JSON.stringify(actualType ?? null)}) is not ${type}`,
+    );
+  }
+  const issues = request.services.validate(resource).map((issue) => ({
+    severity: issue.severity,
+    code: issue.code,
+    diagnostics: issue.diagnostics,
+    expression: [issue.expression],
+  }));
+  if (id !== undefined && (resource as { id?: unknown }).id !== undefined && (resource as { id?: unknown }).id !== id) {
+    issues.push({
+      severity: 'error',
+      code: 'invalid',
+      diagnostics: `The resource's id differs from ${id}`,
+      expression: [`${type}.id`],
+    });
+  }
+  return outcome(issues);
+}
+
+function outcome(
+  issues: { severity: string; code: string; diagnostics: string; expression: string[] }[],
+): FhirResponse {
+  return {
+    status: 200,
+    body: {
+      resourceType: 'OperationOutcome',
+      issue:
+        issues.length > 0
+          ? issues
+          : [{ severity: 'information', code: 'informational', diagnostics: 'No issues: the resource is valid' }],
+    },
+  };
+}

@@ -1,0 +1,47 @@
+// JSON Patch (RFC 6902) on a resource: https://hl7.org/fhir/R4/http.html#patch
+import { applyPatch } from 'rfc6902';
+import type { Operation } from 'rfc6902';
+import { AppError } from '../../errors.js';
+
+const OPS = new Set(['add', 'remove', 'replace', 'move', 'copy', 'test']);
+
+function assertOperations(patch: unknown): asserts patch is Operation[] {
+  if (!Array.isArray(patch)) throw new AppError('bad-request', 'A JSON Patch body must be an array of operations');
+  patch.forEach((op, i) => {
+    const o = op as Record<string, unknown>;
+    if (!o || typeof o !== 'object' || !OPS.has(o.op as string) || typeof o.path !== 'string') {
+      throw new AppError('bad-request', `JSON Patch operation ${i} needs "op" (${[...OPS].join(', ')}) and a "path"`);
+    }
+    if (['add', 'replace', 'test'].includes(o.op as string) && !('value' in o)) {
+      throw new AppError('bad-request', `JSON Patch operation ${i} (${String(o.op)}) needs a "value"`);
+    }
+    if (['move', 'copy'].includes(o.op as string) && typeof o.from !== 'string') {
+      throw new AppError('bad-request', `JSON Patch operation ${i} (${String(o.op)}) needs a "from"`);
+    }
+  });
+}
+
+/** Applies the patch to a copy of the resource; a failing operation (a test, a missing path) is 422. */
+export function applyJsonPatch<T>(resource: T, patch: unknown): T {
+  assertOperations(patch);
+  const copy = structuredClone(resource);
+  // rfc6902 patches objects in place; wrapping lets an operation on "" replace the whole document.
+  const holder = { doc: copy };
+  const prefixed = patch.map((op) => ({
+    ...op,
+    path: `/doc${op.path}`,
+    ...('from' in op ? { from: `/doc${op.from}` } : {}),
+  })) as Operation[];
+  const errors = applyPatch(holder, prefixed);
+  const failed = errors.findIndex((error) => error !== null);
+  if (failed >= 0) {
+    const op = patch[failed];
+    const reason =
+      errors[failed]!.name === 'TestError' ? 'the test failed' : errors[failed]!.message.replaceAll('/doc', '');
+    throw new AppError(
+      'patch-failed',
+      `JSON Patch operation ${failed} (${op.op} ${op.path}) cannot be applied: ${reason}`,
+    );
+  }
+  return holder.doc;
+}

@@ -78,10 +78,14 @@ export function parseFhirPathPatch(parameters: unknown): PatchOperation[] {
     const need = (what: keyof PatchOperation) => {
       if (op[what] === undefined) throw new AppError('bad-request', `Operation ${i} (${type}): "${what}" is required`);
     };
-    if (op.type === 'add') (need('name'), need('value'));
-    if (op.type === 'insert') (need('value'), need('index'));
-    if (op.type === 'replace') need('value');
-    if (op.type === 'move') (need('source'), need('destination'));
+    const required: Record<PatchOperation['type'], (keyof PatchOperation)[]> = {
+      add: ['name', 'value'],
+      insert: ['value', 'index'],
+      delete: [],
+      replace: ['value'],
+      move: ['source', 'destination'],
+    };
+    required[op.type].forEach(need);
     return op;
   });
 }

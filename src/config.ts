@@ -22,6 +22,38 @@ export interface Config {
   readonly loginLockoutSeconds: number;
   readonly maxBundleEntries: number;
   readonly referentialIntegrity: boolean;
+  /** The scribe records API: job processing and the optional note (LLM) and speech-to-text engines. */
+  readonly scribe: ScribeConfig;
+}
+
+/** An OpenAI-compatible HTTP engine (chat completions or audio transcriptions). */
+export interface EngineConfig {
+  /** Base URL, e.g. https://api.openai.com/v1 (the engine appends /chat/completions or /audio/transcriptions). */
+  readonly url: string;
+  readonly model: string;
+  /** Sent as `Authorization: Bearer <key>`; never logged. */
+  readonly apiKey: string | undefined;
+  /** Time allowed for one HTTP request, in milliseconds. */
+  readonly timeoutMs: number;
+  /** Further attempts after a timeout, a network error, 408, 429 or 5xx. */
+  readonly maxRetries: number;
+}
+
+export interface ScribeConfig {
+  /** Jobs this process works on at once; 0 = this process only takes submissions, others process them. */
+  readonly workers: number;
+  /** How often an idle worker pool looks for jobs (other processes' submissions, retries that fell due). */
+  readonly pollMs: number;
+  /** How long a claimed job stays reserved without a heartbeat before another process may take it over. */
+  readonly leaseSeconds: number;
+  /** Attempts before a job that keeps failing ends FAILED. */
+  readonly maxAttempts: number;
+  /** Wait before the first retry; doubled for each further one (capped at 5 minutes). */
+  readonly retryBaseMs: number;
+  /** AMBIENT_LLM_*: notes come from this chat-completions engine; unset = the built-in generator. */
+  readonly llm: EngineConfig | undefined;
+  /** AMBIENT_STT_*: audio_files are accepted and transcribed by this engine; unset = transcripts only. */
+  readonly stt: EngineConfig | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -48,6 +80,23 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     if (raw === '1' || raw === 'true' || raw === 'yes') return true;
     problems.push(`${name} must be 1/true/yes or 0/false/no, got "${env[name]}"`);
     return false;
+  };
+
+  /** AMBIENT_LLM_* / AMBIENT_STT_*: an engine when <prefix>_URL is set. */
+  const engine = (prefix: string, defaultModel: string | undefined, defaultTimeoutMs: number): EngineConfig | undefined => {
+    const url = (env[`${prefix}_URL`] ?? '').trim().replace(/\/+$/, '');
+    const timeoutMs = integer(`${prefix}_TIMEOUT_MS`, defaultTimeoutMs, 100, 3_600_000);
+    const maxRetries = integer(`${prefix}_MAX_RETRIES`, 2, 0, 10);
+    if (url === '') return undefined;
+    try {
+      const parsed = new URL(url);
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error();
+    } catch {
+      problems.push(`${prefix}_URL must be an absolute http(s) URL, got "${redactUrl(url)}"`);
+    }
+    const model = (env[`${prefix}_MODEL`] ?? '').trim() || defaultModel;
+    if (model === undefined) problems.push(`${prefix}_MODEL must be set when ${prefix}_URL is`);
+    return Object.freeze({ url, model: model ?? '', apiKey: env[`${prefix}_API_KEY`] || undefined, timeoutMs, maxRetries });
   };
 
   const host = env.HOST || '127.0.0.1';
@@ -99,6 +148,15 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     loginLockoutSeconds: integer('AMBIENT_LOGIN_LOCKOUT_SECONDS', 900, 1),
     maxBundleEntries: integer('AMBIENT_MAX_BUNDLE_ENTRIES', 1000, 1),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
+    scribe: Object.freeze({
+      workers: integer('AMBIENT_SCRIBE_WORKERS', 2, 0, 64),
+      pollMs: integer('AMBIENT_SCRIBE_POLL_MS', 1000, 10, 3_600_000),
+      leaseSeconds: integer('AMBIENT_SCRIBE_LEASE_SECONDS', 60, 1, 86_400),
+      maxAttempts: integer('AMBIENT_SCRIBE_MAX_ATTEMPTS', 5, 1, 100),
+      retryBaseMs: integer('AMBIENT_SCRIBE_RETRY_BASE_MS', 5000, 0, 3_600_000),
+      llm: engine('AMBIENT_LLM', undefined, 60_000),
+      stt: engine('AMBIENT_STT', 'whisper-1', 120_000),
+    }),
   };
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return Object.freeze(config);

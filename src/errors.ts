@@ -38,9 +38,13 @@ export const ERROR_CATALOG = {
   'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
   'payload-too-large': { status: 413, issueType: 'too-long', oauthError: 'invalid_request' },
+  'bundle-too-large': { status: 413, issueType: 'too-costly', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
   'login-locked': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
+  'scribe-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'unknown-template': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
+  'speech-to-text-unavailable': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
   'not-ready': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
   internal: { status: 500, issueType: 'exception', oauthError: 'server_error' },
 } as const satisfies Record<string, CatalogEntry>;

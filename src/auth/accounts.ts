@@ -1,0 +1,289 @@
+// Service accounts: the one place that reads and writes the `account` table, for the CLI and the server
+// alike. Every change bumps `auth_state.version` in the same transaction, which is how running servers
+// notice it on their next request (see auth-state.ts and docs/auth.md).
+import { randomUUID } from 'node:crypto';
+import { UniqueViolationError } from '../storage/sql/database.js';
+import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import { hashPassword, passwordProblem } from './passwords.js';
+import { DEFAULT_SCOPES, ScopeError, splitScopes, validateScopes } from './scopes.js';
+
+export interface Account {
+  readonly id: string;
+  readonly username: string;
+  readonly active: boolean;
+  readonly apiAccess: boolean;
+  readonly scopes: readonly string[];
+  /** Requests per minute; null means no per-account limit. */
+  readonly rateLimit: number | null;
+  /** Tokens issued (iat) before this time, in epoch seconds, are refused; 0 when never revoked. */
+  readonly tokensNotBefore: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface NewAccount {
+  readonly username: string;
+  readonly password: string;
+  readonly scopes?: readonly string[];
+  readonly rateLimit?: number | null;
+  readonly active?: boolean;
+  readonly apiAccess?: boolean;
+}
+
+export interface AccountChanges {
+  readonly password?: string;
+  readonly scopes?: readonly string[];
+  readonly rateLimit?: number | null;
+  readonly active?: boolean;
+  readonly apiAccess?: boolean;
+}
+
+export type AccountErrorCode = 'exists' | 'not-found' | 'invalid';
+
+/** A refused account operation, with a message written for the administrator. */
+export class AccountError extends Error {
+  constructor(
+    readonly code: AccountErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+type AccountRow = {
+  id: string;
+  username: string;
+  password_hash: string;
+  active: number;
+  api_access: number;
+  scopes: string;
+  rate_limit: number | null;
+  tokens_not_before: number;
+  created_at: string;
+  updated_at: string;
+};
+
+const COLUMNS = 'id, username, active, api_access, scopes, rate_limit, tokens_not_before, created_at, updated_at';
+
+export const MAX_USERNAME_LENGTH = 254;
+export const MAX_RATE_LIMIT = 1_000_000;
+
+/** Usernames (or e-mail addresses) are compared after Unicode NFC normalisation. */
+export function normalizeUsername(username: string): string {
+  return username.normalize('NFC');
+}
+
+function usernameProblem(username: string): string | undefined {
+  if (username.length === 0) return 'the username must not be empty';
+  if (username.length > MAX_USERNAME_LENGTH) return `the username must have at most ${MAX_USERNAME_LENGTH} characters`;
+  if (/[\s\p{C}]/u.test(username)) return 'the username must not contain spaces or control characters';
+  return undefined;
+}
+
+function toAccount(row: AccountRow): Account {
+  return {
+    id: row.id,
+    username: row.username,
+    active: Number(row.active) === 1,
+    apiAccess: Number(row.api_access) === 1,
+    scopes: splitScopes(row.scopes),
+    rateLimit: row.rate_limit === null || Number(row.rate_limit) === 0 ? null : Number(row.rate_limit),
+    tokensNotBefore: Number(row.tokens_not_before),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** The account as the CLI prints it (CONTRACT.md): never the password or its hash. */
+export function accountJson(account: Account): Record<string, unknown> {
+  return {
+    id: account.id,
+    username: account.username,
+    active: account.active,
+    api_access: account.apiAccess,
+    scopes: [...account.scopes],
+    rate_limit: account.rateLimit,
+    tokens_not_before: account.tokensNotBefore > 0 ? new Date(account.tokensNotBefore * 1000).toISOString() : null,
+    created_at: account.createdAt,
+    updated_at: account.updatedAt,
+  };
+}
+
+/** Bumps the counter every server process polls; call inside the transaction of the change. */
+export async function bumpAuthState(tx: SqlExecutor): Promise<void> {
+  await tx.execute('UPDATE auth_state SET version = version + 1 WHERE id = 1');
+}
+
+export interface AccountStoreOptions {
+  /** Rejects scopes naming a type that R4 does not define (the CLI passes the R4 registry's test). */
+  readonly isResourceType?: (name: string) => boolean;
+  /** The clock, in milliseconds (tests). */
+  readonly now?: () => number;
+}
+
+export class AccountStore {
+  private readonly now: () => number;
+
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly options: AccountStoreOptions = {},
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  async create(input: NewAccount): Promise<Account> {
+    const username = normalizeUsername(input.username);
+    const problem = usernameProblem(username) ?? passwordProblem(input.password);
+    if (problem) throw new AccountError('invalid', `Cannot create the account: ${problem}`);
+    const scopes = this.scopes(input.scopes ?? DEFAULT_SCOPES);
+    const rateLimit = this.rateLimit(input.rateLimit);
+    const passwordHash = await hashPassword(input.password);
+    const at = new Date(this.now()).toISOString();
+    const id = randomUUID();
+    try {
+      await this.db.transaction(async (tx) => {
+        await tx.execute(
+          `INSERT INTO account (id, username, password_hash, active, api_access, scopes, rate_limit, tokens_not_before, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`,
+          [
+            id,
+            username,
+            passwordHash,
+            input.active === false ? 0 : 1,
+            input.apiAccess === false ? 0 : 1,
+            scopes.join(' '),
+            rateLimit,
+            at,
+            at,
+          ],
+        );
+        await bumpAuthState(tx);
+      });
+    } catch (error) {
+      if (error instanceof UniqueViolationError) {
+        throw new AccountError('exists', `An account named "${username}" already exists`);
+      }
+      throw error;
+    }
+    return this.require(username);
+  }
+
+  /** Changes only what `changes` names; returns the account as it is afterwards. */
+  async update(username: string, changes: AccountChanges): Promise<Account> {
+    const sets: string[] = [];
+    const params: (string | number | null)[] = [];
+    if (changes.password !== undefined) {
+      const problem = passwordProblem(changes.password);
+      if (problem) throw new AccountError('invalid', `Cannot update the account: ${problem}`);
+      sets.push('password_hash = ?');
+      params.push(await hashPassword(changes.password));
+    }
+    if (changes.scopes !== undefined) {
+      sets.push('scopes = ?');
+      params.push(this.scopes(changes.scopes).join(' '));
+    }
+    if (changes.rateLimit !== undefined) {
+      sets.push('rate_limit = ?');
+      params.push(this.rateLimit(changes.rateLimit));
+    }
+    if (changes.active !== undefined) {
+      sets.push('active = ?');
+      params.push(changes.active ? 1 : 0);
+    }
+    if (changes.apiAccess !== undefined) {
+      sets.push('api_access = ?');
+      params.push(changes.apiAccess ? 1 : 0);
+    }
+    if (sets.length === 0) throw new AccountError('invalid', 'Nothing to update: name at least one change');
+    sets.push('updated_at = ?');
+    params.push(new Date(this.now()).toISOString());
+    await this.change(username, `UPDATE account SET ${sets.join(', ')} WHERE username = ?`, params);
+    return this.require(username);
+  }
+
+  /** Refuses every token issued to the account before now (from the next request on, in every process). */
+  async revokeTokens(username: string): Promise<Account> {
+    // Whole seconds, rounded up: a token issued earlier in this second is refused too (its iat is this
+    // second); the token endpoint issues later tokens with an iat no earlier than this (see tokens.ts).
+    const notBefore = Math.ceil(this.now() / 1000);
+    await this.change(
+      username,
+      'UPDATE account SET tokens_not_before = CASE WHEN tokens_not_before > ? THEN tokens_not_before ELSE ? END, updated_at = ? WHERE username = ?',
+      [notBefore, notBefore, new Date(this.now()).toISOString()],
+    );
+    return this.require(username);
+  }
+
+  async delete(username: string): Promise<Account> {
+    const account = await this.require(username);
+    await this.change(username, 'DELETE FROM account WHERE username = ?', []);
+    return account;
+  }
+
+  async list(): Promise<Account[]> {
+    const rows = await this.db.query<AccountRow>(`SELECT ${COLUMNS} FROM account ORDER BY username`);
+    return rows.map(toAccount);
+  }
+
+  async findByUsername(username: string): Promise<Account | undefined> {
+    const rows = await this.db.query<AccountRow>(`SELECT ${COLUMNS} FROM account WHERE username = ?`, [
+      normalizeUsername(username),
+    ]);
+    return rows.length > 0 ? toAccount(rows[0]) : undefined;
+  }
+
+  async findById(id: string): Promise<Account | undefined> {
+    const rows = await this.db.query<AccountRow>(`SELECT ${COLUMNS} FROM account WHERE id = ?`, [id]);
+    return rows.length > 0 ? toAccount(rows[0]) : undefined;
+  }
+
+  /** The account with its password hash, for the token endpoint only. */
+  async findCredentials(username: string): Promise<{ account: Account; passwordHash: string } | undefined> {
+    const rows = await this.db.query<AccountRow>(`SELECT ${COLUMNS}, password_hash FROM account WHERE username = ?`, [
+      normalizeUsername(username),
+    ]);
+    return rows.length > 0 ? { account: toAccount(rows[0]), passwordHash: rows[0].password_hash } : undefined;
+  }
+
+  async require(username: string): Promise<Account> {
+    const account = await this.findByUsername(username);
+    if (!account) throw notFound(username);
+    return account;
+  }
+
+  private async change(username: string, sql: string, params: (string | number | null)[]): Promise<void> {
+    const changed = await this.db.transaction(async (tx) => {
+      const count = await tx.execute(sql, [...params, normalizeUsername(username)]);
+      if (count > 0) await bumpAuthState(tx);
+      return count;
+    });
+    if (changed === 0) throw notFound(username);
+  }
+
+  private scopes(scopes: readonly string[]): string[] {
+    try {
+      return validateScopes(
+        scopes.flatMap((s) => splitScopes(s)),
+        this.options.isResourceType,
+      );
+    } catch (error) {
+      if (error instanceof ScopeError) throw new AccountError('invalid', `Invalid scopes: ${error.message}`);
+      throw error;
+    }
+  }
+
+  private rateLimit(value: number | null | undefined): number | null {
+    if (value === undefined || value === null || value === 0) return null;
+    if (!Number.isInteger(value) || value < 0 || value > MAX_RATE_LIMIT) {
+      throw new AccountError(
+        'invalid',
+        `Invalid rate limit ${value}: give requests per minute, an integer from 0 (no limit) to ${MAX_RATE_LIMIT}`,
+      );
+    }
+    return value;
+  }
+}
+
+function notFound(username: string): AccountError {
+  return new AccountError('not-found', `No account named "${normalizeUsername(username)}"`);
+}

@@ -1,0 +1,122 @@
+// The audit trail: one structured JSON log line per security event (token issued, failed login, lockout,
+// every 401 and 403) and one access line per authenticated request, naming the account. Every line has
+// `audit: true` and an `event`, so a log pipeline can route them apart. Passwords and tokens are never
+// passed to the logger; a username that matches no account is logged only as a hash prefix, since people
+// sometimes type a password into the username field.
+import { createHash } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import { pino } from 'pino';
+import type { Logger } from '../logger.js';
+import type { Principal } from './principal.js';
+import { clientAddress } from './transport.js';
+
+export type AuditEvent =
+  | 'token.issued'
+  | 'login.failed'
+  | 'login.lockout'
+  | 'login.locked'
+  | 'login.https_required'
+  | 'auth.refused'
+  | 'auth.forbidden'
+  | 'auth.rate_limited'
+  | 'access';
+
+/** What the FHIR and scribe layers add to a request's access line. */
+export interface AccessDetails {
+  /** The interaction, e.g. read, search-type, create, scribe.submit. */
+  readonly interaction?: string;
+  readonly resourceType?: string;
+  /** Ids (or Type/id references) of the resources returned or written. */
+  readonly ids?: readonly string[];
+}
+
+const accessDetails = new WeakMap<FastifyRequest, AccessDetails>();
+const principals = new WeakMap<FastifyRequest, Principal>();
+
+/**
+ * Adds to the access-log line of an authenticated request (logged once, when the response is sent).
+ * Call it as often as useful: ids accumulate, the other fields are replaced.
+ */
+export function auditAccess(request: FastifyRequest, details: AccessDetails): void {
+  const previous = accessDetails.get(request);
+  const ids = [...(previous?.ids ?? []), ...(details.ids ?? [])];
+  accessDetails.set(request, { ...previous, ...details, ...(ids.length > 0 ? { ids } : {}) });
+}
+
+/** Remembers who an authenticated request belongs to (the authenticator calls this). */
+export function rememberPrincipal(request: FastifyRequest, principal: Principal): void {
+  principals.set(request, principal);
+}
+
+/** The principal of a request the authenticator accepted, if any. */
+export function principalOf(request: FastifyRequest): Principal | undefined {
+  return principals.get(request);
+}
+
+/** A short, stable fingerprint of a username that matches no account. */
+export function usernameFingerprint(username: string): string {
+  return createHash('sha256').update(username).digest('hex').slice(0, 16);
+}
+
+function pathOf(request: FastifyRequest): string {
+  const url = request.url;
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+export class AuditLog {
+  private readonly log: Logger;
+
+  constructor(logger?: Logger) {
+    this.log = (logger ?? pino({ level: 'silent' })).child({ audit: true });
+  }
+
+  /** A security event about a request: adds the request id, client address, method and path. */
+  event(
+    level: 'info' | 'warn',
+    event: AuditEvent,
+    request: FastifyRequest,
+    fields: Record<string, unknown>,
+    message: string,
+  ): void {
+    if (!this.log.isLevelEnabled(level)) return;
+    this.log[level](
+      {
+        event,
+        req_id: request.id,
+        client: clientAddress(request),
+        method: request.method,
+        path: pathOf(request),
+        ...fields,
+      },
+      message,
+    );
+  }
+
+  /** The access line of an authenticated request, once its response has been sent. */
+  access(request: FastifyRequest, statusCode: number, responseTimeMs: number): void {
+    const principal = principals.get(request);
+    if (!principal || !this.log.isLevelEnabled('info')) return;
+    const details = accessDetails.get(request);
+    const params = (request.params ?? {}) as Record<string, unknown>;
+    this.log.info(
+      {
+        event: 'access',
+        req_id: request.id,
+        client: clientAddress(request),
+        account_id: principal.accountId,
+        username: principal.username,
+        method: request.method,
+        path: pathOf(request),
+        route: request.routeOptions?.url,
+        interaction: details?.interaction,
+        resource_type: details?.resourceType ?? (typeof params.type === 'string' ? params.type : undefined),
+        ids: details?.ids ?? (typeof params.id === 'string' ? [params.id] : undefined),
+        status: statusCode,
+        outcome: statusCode < 400 ? 'success' : 'failure',
+        response_time_ms: Math.round(responseTimeMs * 100) / 100,
+      },
+      'access',
+    );
+  }
+}

@@ -1,0 +1,141 @@
+// The authentication part of the server, assembled: accounts, keys, tokens, limits, the bearer check, the
+// token endpoint, JWKS, security headers and the audit trail. See docs/auth.md for the design.
+import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { redactUrl } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import { AccountStore } from './accounts.js';
+import { AccountCache, AuthStateVersion } from './auth-state.js';
+import { AuditLog, principalOf } from './audit.js';
+import { BearerAuthenticator } from './authenticator.js';
+import { AccountRateLimiter, LoginGuard, memoryLimiters, redisLimiters } from './limits.js';
+import type { LimiterFactory } from './limits.js';
+import { dummyPasswordHash } from './passwords.js';
+import type { AuthModule, Authenticator } from './principal.js';
+import { registerSecurityHeaders } from './security-headers.js';
+import { ensureSigningKey, KeyRing } from './signing-keys.js';
+import { registerTokenEndpoint } from './token-endpoint.js';
+import { TokenService } from './tokens.js';
+
+export const JWKS_PATH = '/.well-known/jwks.json';
+
+const REDIS_CONNECT_TIMEOUT_MS = 5000;
+
+async function connectRedis(url: string, logger: Logger | undefined): Promise<Redis> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    // Fail fast while disconnected: the limiters then fall back to in-process counting.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+  });
+  let lastWarning = 0;
+  redis.on('error', (error: Error) => {
+    if (Date.now() - lastWarning < 60_000) return;
+    lastWarning = Date.now();
+    logger?.warn(
+      { err: { message: error.message }, redis: redactUrl(url) },
+      'Redis unreachable: rate limits and login lockouts are counted per process until it is back',
+    );
+  });
+  try {
+    await redis.connect();
+  } catch (error) {
+    redis.disconnect();
+    throw new Error(`Cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${(error as Error).message}`);
+  }
+  return redis;
+}
+
+export interface AuthModuleInternals extends AuthModule {
+  readonly accounts: AccountStore;
+  readonly tokens: TokenService;
+  readonly keys: KeyRing;
+}
+
+export async function createAuthModule(config: Config, db: SqlDatabase, logger?: Logger): Promise<AuthModuleInternals> {
+  await ensureSigningKey(db);
+  const accounts = new AccountStore(db);
+  const version = new AuthStateVersion(db);
+  const keys = new KeyRing(db);
+  await keys.sync(await version.read());
+  const dummyHash = await dummyPasswordHash();
+  // Last, so that nothing after it can fail and leave the connection open.
+  const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
+  const limiters: LimiterFactory = redis ? redisLimiters(redis) : memoryLimiters();
+
+  const tokens = new TokenService(keys, { issuer: config.publicUrl, ttlSeconds: config.tokenTtlSeconds });
+  const audit = new AuditLog(logger);
+  const guard = new LoginGuard(limiters, {
+    maxFailuresPerUser: config.loginMaxFailuresPerUser,
+    maxFailuresPerAddress: config.loginMaxFailuresPerAddress,
+    lockoutSeconds: config.loginLockoutSeconds,
+  });
+  const authenticator: Authenticator = new BearerAuthenticator({
+    version,
+    tokens,
+    accounts: new AccountCache(accounts),
+    rateLimiter: new AccountRateLimiter(limiters),
+    audit,
+  });
+
+  return {
+    authenticator,
+    accounts,
+    tokens,
+    keys,
+
+    async registerRoutes(app: FastifyInstance) {
+      registerSecurityHeaders(app);
+      // The audit trail of authenticated requests: one access line each, and every 403 as an event.
+      app.addHook('onResponse', async (request, reply) => {
+        if (!principalOf(request)) return;
+        if (reply.statusCode === 403) {
+          const principal = principalOf(request)!;
+          audit.event(
+            'warn',
+            'auth.forbidden',
+            request,
+            { outcome: 'forbidden', status: 403, account_id: principal.accountId, username: principal.username },
+            'request forbidden: the token does not grant it',
+          );
+        }
+        audit.access(request, reply.statusCode, reply.elapsedTime);
+      });
+
+      registerTokenEndpoint(app, {
+        accounts,
+        version,
+        tokens,
+        guard,
+        audit,
+        dummyHash,
+      });
+
+      app.get(
+        JWKS_PATH,
+        {
+          schema: {
+            response: {
+              200: {
+                type: 'object',
+                required: ['keys'],
+                properties: { keys: { type: 'array', items: { type: 'object', additionalProperties: true } } },
+              },
+            },
+          },
+        },
+        async (_request, reply) => {
+          const jwks = await keys.jwks(await version.read());
+          return reply.header('Cache-Control', 'public, max-age=300').send(jwks);
+        },
+      );
+    },
+
+    async close() {
+      if (redis) await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}

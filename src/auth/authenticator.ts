@@ -1,0 +1,149 @@
+// The bearer check on every authenticated request (all of /fhir but the metadata, the scribe API):
+//   1. the header is exactly `Bearer <JWT>` (one space, nothing else);
+//   2. the auth state version is read (one single-row query): the account cache is current after it;
+//   3. the token's signature and claims: verified once, then cached until it expires;
+//   4. the account: exists, active, has API access, and the token was issued after any revocation;
+//   5. the account's rate limit, if it has one.
+// Any failure in 1-4 is 401 with `WWW-Authenticate: Bearer error="invalid_token"` and does not count
+// against the rate limit; 5 is 429 with Retry-After.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import type { Account } from './accounts.js';
+import type { AccountCache, AuthStateVersion } from './auth-state.js';
+import { rememberPrincipal } from './audit.js';
+import type { AuditLog } from './audit.js';
+import type { AccountRateLimiter } from './limits.js';
+import type { Authenticator, FhirAction, Principal } from './principal.js';
+import { ScopeSet } from './scopes.js';
+import { TokenRefused } from './tokens.js';
+import type { TokenService, VerifiedToken } from './tokens.js';
+
+export const WWW_AUTHENTICATE = 'Bearer error="invalid_token"';
+
+/**
+ * CONTRACT.md and SPEC.md ask for exactly `Bearer <token>`: the scheme as written (not case-insensitive as
+ * RFC 7235 would allow), one space, a compact JWS, nothing more.
+ */
+const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
+
+/** The caller of an authenticated request: what its token grants, within what its account still has. */
+export class TokenPrincipal implements Principal {
+  constructor(
+    readonly accountId: string,
+    readonly username: string,
+    private readonly token: ScopeSet,
+    private readonly account: ScopeSet,
+  ) {}
+
+  get scopes(): readonly string[] {
+    return this.token.scopes;
+  }
+
+  canFhir(action: FhirAction, type: string): boolean {
+    return this.token.allows(action, type) && this.account.allows(action, type);
+  }
+
+  hasScope(scope: string): boolean {
+    return this.token.has(scope) && this.account.has(scope);
+  }
+}
+
+export type RefusalReason =
+  | 'missing'
+  | 'not-bearer'
+  | 'account-deleted'
+  | 'account-inactive'
+  | 'no-api-access'
+  | 'revoked'
+  | TokenRefused['reason'];
+
+const MESSAGES: Partial<Record<RefusalReason, string>> = {
+  missing: 'Authentication required: send the header Authorization: Bearer <access token>',
+  'not-bearer': 'The Authorization header must be exactly "Bearer <access token>"',
+  expired: 'The access token has expired: request a new one from the token endpoint',
+};
+
+export interface BearerAuthenticatorParts {
+  readonly version: AuthStateVersion;
+  readonly tokens: TokenService;
+  readonly accounts: AccountCache;
+  readonly rateLimiter: AccountRateLimiter;
+  readonly audit: AuditLog;
+}
+
+/** ScopeSets of accounts, reused while the account's scopes stay the same. */
+const accountScopeSets = new WeakMap<Account, ScopeSet>();
+
+export class BearerAuthenticator implements Authenticator {
+  constructor(private readonly parts: BearerAuthenticatorParts) {}
+
+  async authenticate(request: FastifyRequest, reply: FastifyReply): Promise<Principal> {
+    const { version, tokens, accounts, rateLimiter } = this.parts;
+    const header = request.headers.authorization;
+    if (header === undefined || header === '') throw this.refuse(request, 'missing');
+    const match = BEARER.exec(header);
+    if (!match) throw this.refuse(request, 'not-bearer');
+
+    const stateVersion = await version.read();
+    let token: VerifiedToken;
+    try {
+      token = await tokens.verify(match[1], stateVersion);
+    } catch (error) {
+      if (error instanceof TokenRefused) throw this.refuse(request, error.reason);
+      throw error;
+    }
+
+    const account = await accounts.get(token.accountId, stateVersion);
+    if (!account) throw this.refuse(request, 'account-deleted', token);
+    if (!account.active) throw this.refuse(request, 'account-inactive', token);
+    if (!account.apiAccess) throw this.refuse(request, 'no-api-access', token);
+    if (token.iat < account.tokensNotBefore) throw this.refuse(request, 'revoked', token);
+
+    let accountScopes = accountScopeSets.get(account);
+    if (!accountScopes) {
+      accountScopes = new ScopeSet(account.scopes);
+      accountScopeSets.set(account, accountScopes);
+    }
+    const principal = new TokenPrincipal(account.id, account.username, token.scopes, accountScopes);
+    rememberPrincipal(request, principal);
+
+    if (account.rateLimit !== null) {
+      const decision = await rateLimiter.consume(account.id, account.rateLimit);
+      const headers: Record<string, string> = {
+        'RateLimit-Limit': String(decision.limit),
+        'RateLimit-Remaining': String(decision.remaining),
+        'RateLimit-Reset': String(decision.resetSeconds),
+        'RateLimit-Policy': `${decision.limit};w=60`,
+      };
+      if (!decision.allowed) {
+        this.parts.audit.event(
+          'warn',
+          'auth.rate_limited',
+          request,
+          { account_id: account.id, username: account.username, outcome: 'rate-limited', limit: decision.limit },
+          'rate limit exceeded',
+        );
+        throw new AppError(
+          'rate-limited',
+          `Rate limit of ${decision.limit} requests per minute exceeded: retry after ${decision.resetSeconds} s`,
+          { headers: { ...headers, 'Retry-After': String(decision.resetSeconds) } },
+        );
+      }
+      reply.headers(headers);
+    }
+    return principal;
+  }
+
+  private refuse(request: FastifyRequest, reason: RefusalReason, token?: VerifiedToken): AppError {
+    this.parts.audit.event(
+      'warn',
+      'auth.refused',
+      request,
+      { outcome: 'refused', status: 401, reason, ...(token ? { account_id: token.accountId, jti: token.jti } : {}) },
+      'bearer token refused',
+    );
+    return new AppError('unauthenticated', MESSAGES[reason] ?? 'The access token is not valid', {
+      headers: { 'WWW-Authenticate': WWW_AUTHENTICATE },
+    });
+  }
+}

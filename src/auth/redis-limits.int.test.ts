@@ -1,0 +1,116 @@
+// With REDIS_URL set, rate limits and login lockouts are counted once for every server process: two
+// apps on one database and one Redis (needs the Redis server on 127.0.0.1:6379).
+import { randomInt, randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assembleApp } from '../assemble.js';
+import { loadConfig } from '../config.js';
+import { openDatabase } from '../storage/open-database.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import { BACKENDS, testDatabase } from '../test-support/databases.js';
+import type { TestDatabase } from '../test-support/databases.js';
+import { AccountStore } from './accounts.js';
+
+const REDIS_URL = process.env.AMBIENT_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const TOKEN_PATH = '/v1/ambient/api/auth/token';
+
+describe.each(BACKENDS)('limits shared through Redis on %s', (backend) => {
+  let database: TestDatabase;
+  let admin: SqlDatabase;
+  let accounts: AccountStore;
+  let one: FastifyInstance;
+  let two: FastifyInstance;
+
+  const makeApp = async () => {
+    const config = loadConfig({
+      DATABASE_URL: database.url,
+      REDIS_URL,
+      AMBIENT_LOGIN_MAX_FAILURES_PER_USER: '4',
+      AMBIENT_LOGIN_MAX_FAILURES_PER_ADDRESS: '6',
+    });
+    const app = await assembleApp(config);
+    await app.ready();
+    return app;
+  };
+
+  const login = (app: FastifyInstance, username: string, password: string, remoteAddress = '127.0.0.1') =>
+    app.inject({
+      method: 'POST',
+      url: TOKEN_PATH,
+      remoteAddress,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ username, password }).toString(),
+    });
+
+  const read = (app: FastifyInstance, token: string) =>
+    app.inject({ method: 'GET', url: `/fhir/Patient/${randomUUID()}`, headers: { authorization: `Bearer ${token}` } });
+
+  beforeAll(async () => {
+    database = await testDatabase(backend);
+    one = await makeApp();
+    two = await makeApp();
+    admin = openDatabase(database.url);
+    accounts = new AccountStore(admin);
+  });
+
+  afterAll(async () => {
+    await one?.close();
+    await two?.close();
+    await admin?.close();
+    await database?.dispose();
+  });
+
+  it('one account limit across two server processes', async () => {
+    const username = `redis-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await accounts.create({ username, password, rateLimit: 4 });
+    const token = (await login(one, username, password)).json<{ access_token: string }>().access_token;
+    const seen = [];
+    for (const app of [one, two, one, two]) {
+      const res = await read(app, token);
+      expect(res.statusCode).toBe(404);
+      seen.push(res.headers['ratelimit-remaining']);
+    }
+    expect(seen).toEqual(['3', '2', '1', '0']);
+    for (const app of [one, two]) {
+      const limited = await read(app, token);
+      expect(limited.statusCode).toBe(429);
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    // Another account is not slowed.
+    const other = `redis-${randomUUID()}`;
+    await accounts.create({ username: other, password, rateLimit: 4 });
+    const otherToken = (await login(two, other, password)).json<{ access_token: string }>().access_token;
+    expect((await read(one, otherToken)).statusCode).toBe(404);
+  });
+
+  it('one username lockout across two server processes', async () => {
+    const username = `redis-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await accounts.create({ username, password });
+    const address = `127.${randomInt(1, 255)}.${randomInt(1, 255)}.${randomInt(1, 255)}`;
+    for (const app of [one, two, one, two]) {
+      expect((await login(app, username, 'wrong-password', address)).statusCode).toBe(401);
+    }
+    for (const app of [one, two]) {
+      const locked = await login(app, username, password, address);
+      expect(locked.statusCode).toBe(429);
+      expect(Number(locked.headers['retry-after'])).toBeGreaterThan(800);
+    }
+  });
+
+  it('one address lockout across two server processes', async () => {
+    const address = `127.${randomInt(1, 255)}.${randomInt(1, 255)}.${randomInt(1, 255)}`;
+    for (let i = 0; i < 6; i++) {
+      const res = await login(i % 2 ? one : two, `spray-${randomUUID()}`, 'wrong-password', address);
+      expect(res.statusCode).toBe(401);
+    }
+    expect((await login(one, `spray-${randomUUID()}`, 'wrong-password', address)).statusCode).toBe(429);
+    expect((await login(two, `spray-${randomUUID()}`, 'wrong-password', address)).statusCode).toBe(429);
+  });
+
+  it('refuses to start when REDIS_URL names a Redis that is not there', async () => {
+    const config = loadConfig({ DATABASE_URL: database.url, REDIS_URL: 'redis://127.0.0.1:1' });
+    await expect(assembleApp(config)).rejects.toThrow(/Cannot connect to Redis at redis:\/\/127\.0\.0\.1:1/);
+  });
+});

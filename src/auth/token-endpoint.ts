@@ -1,0 +1,219 @@
+// POST /v1/ambient/api/auth/token: the OAuth 2.0 password grant (RFC 6749 §4.3) for service accounts.
+// Order of checks: HTTPS (403) → form body and fields (400) → lockout (429) → credentials (401, one body
+// for every cause, one argon2 verification for every cause) → requested scope (400) → token (200).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import type { Account, AccountStore } from './accounts.js';
+import { MAX_USERNAME_LENGTH, normalizeUsername } from './accounts.js';
+import type { AuthStateVersion } from './auth-state.js';
+import { usernameFingerprint } from './audit.js';
+import type { AuditLog } from './audit.js';
+import type { LoginGuard } from './limits.js';
+import { MAX_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
+import { parseScope, ScopeSet, splitScopes } from './scopes.js';
+import type { TokenService } from './tokens.js';
+import { clientAddress, isHttps, isLoopbackAddress } from './transport.js';
+
+export const TOKEN_PATH = '/v1/ambient/api/auth/token';
+
+const FORM = 'application/x-www-form-urlencoded';
+const INVALID_CREDENTIALS = 'Invalid username or password, or the account may not use the API';
+
+export interface TokenEndpointParts {
+  readonly accounts: AccountStore;
+  readonly version: AuthStateVersion;
+  readonly tokens: TokenService;
+  readonly guard: LoginGuard;
+  readonly audit: AuditLog;
+  /** A hash of a random password: unknown usernames are verified against it (same work, same timing). */
+  readonly dummyHash: string;
+}
+
+type FailureReason = 'unknown-user' | 'wrong-password' | 'inactive' | 'no-api-access';
+
+function field(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new AppError('bad-request', `The field "${name}" must be given once`);
+  return value;
+}
+
+export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpointParts): void {
+  const { accounts, version, tokens, guard, audit } = parts;
+
+  /** Checks made before the body is parsed: credentials travel only over HTTPS, and only in a form. */
+  const beforeBody = async (request: FastifyRequest): Promise<void> => {
+    if (!isHttps(request) && !isLoopbackAddress(clientAddress(request))) {
+      audit.event(
+        'warn',
+        'login.https_required',
+        request,
+        { outcome: 'refused', status: 403 },
+        'token request over plain HTTP refused',
+      );
+      throw new AppError(
+        'https-required',
+        'Credentials must be sent over HTTPS: the token endpoint refuses plain HTTP from addresses other than loopback',
+      );
+    }
+    const contentType = (request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+    if (contentType !== FORM) {
+      throw new AppError('bad-request', `The token request must be ${FORM} with the fields username and password`);
+    }
+  };
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    if ('password' in query || 'username' in query) {
+      throw new AppError('bad-request', 'Credentials must be in the request body, never in the URL');
+    }
+    const body = request.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new AppError('bad-request', `The token request must be ${FORM} with the fields username and password`);
+    }
+    const form = body as Record<string, unknown>;
+    const grantType = field(form, 'grant_type');
+    const rawUsername = field(form, 'username');
+    const password = field(form, 'password');
+    const scopeField = field(form, 'scope');
+    if (grantType !== undefined && grantType !== 'password') {
+      throw new AppError('unsupported-grant-type', `grant_type "${grantType}" is not supported: use password`);
+    }
+    if (!rawUsername) throw new AppError('bad-request', 'The field "username" is missing');
+    if (!password) throw new AppError('bad-request', 'The field "password" is missing');
+    if (rawUsername.length > 4 * MAX_USERNAME_LENGTH) throw new AppError('bad-request', 'The username is too long');
+    if (password.length > MAX_PASSWORD_LENGTH) throw new AppError('bad-request', 'The password is too long');
+    const requested = scopeField === undefined ? [] : splitScopes(scopeField);
+    const unknown = requested.map((s) => parseScope(s)).filter((p): p is string => typeof p === 'string');
+    if (unknown.length > 0) throw new AppError('invalid-scope', `Unknown scope: ${unknown.join('; ')}`);
+
+    const username = normalizeUsername(rawUsername);
+    const address = clientAddress(request);
+    const lock = await guard.check(username, address);
+    if (lock) {
+      audit.event(
+        'warn',
+        'login.locked',
+        request,
+        { outcome: 'locked', status: 429, locked_by: lock.by, retry_after: lock.retryAfterSeconds, ...who(username) },
+        'login refused: locked out',
+      );
+      throw new AppError('login-locked', `Too many failed logins: try again in ${lock.retryAfterSeconds} seconds`, {
+        headers: { 'Retry-After': String(lock.retryAfterSeconds) },
+      });
+    }
+
+    const found = await accounts.findCredentials(username);
+    // Always one argon2 verification, whatever the cause of a failure, so timing tells nothing.
+    const passwordOk = await verifyPassword(found?.passwordHash ?? parts.dummyHash, password);
+    const failure: FailureReason | undefined = !found
+      ? 'unknown-user'
+      : !passwordOk
+        ? 'wrong-password'
+        : !found.account.active
+          ? 'inactive'
+          : !found.account.apiAccess
+            ? 'no-api-access'
+            : undefined;
+    if (failure || !found) {
+      const locks = await guard.recordFailure(username, address);
+      const account = found?.account;
+      audit.event(
+        'warn',
+        'login.failed',
+        request,
+        { outcome: 'failure', status: 401, reason: failure, ...(account ? accountFields(account) : who(username)) },
+        'login failed',
+      );
+      for (const started of locks) {
+        audit.event(
+          'warn',
+          'login.lockout',
+          request,
+          {
+            outcome: 'locked',
+            locked_by: started.by,
+            lockout_seconds: started.retryAfterSeconds,
+            ...(account ? accountFields(account) : who(username)),
+          },
+          started.by === 'username'
+            ? 'too many failed logins for one username: further attempts are refused for a while (the account stays enabled)'
+            : 'too many failed logins from one client address: further attempts from it are refused for a while',
+        );
+      }
+      throw new AppError('invalid-credentials', INVALID_CREDENTIALS);
+    }
+
+    const account = found.account;
+    await guard.recordSuccess(username);
+    const granted = new ScopeSet(account.scopes);
+    const parsed = requested.map((s) => parseScope(s));
+    const beyond = parsed
+      .filter((p) => typeof p !== 'string' && !granted.covers(p))
+      .map((p) => (p as { scope: string }).scope);
+    if (beyond.length > 0) {
+      throw new AppError('invalid-scope', `The account is not granted: ${beyond.join(' ')}`);
+    }
+    const scope = (requested.length > 0 ? requested : account.scopes).join(' ');
+
+    const stateVersion = await version.read();
+    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokensNotBefore);
+    audit.event(
+      'info',
+      'token.issued',
+      request,
+      {
+        outcome: 'success',
+        ...accountFields(account),
+        jti: issued.jti,
+        kid: issued.kid,
+        scope,
+        expires_at: new Date(issued.exp * 1000).toISOString(),
+      },
+      'access token issued',
+    );
+    return reply.send({ access_token: issued.token, token_type: 'bearer', expires_in: issued.exp - issued.iat, scope });
+  };
+
+  app.route({
+    method: 'POST',
+    url: TOKEN_PATH,
+    onRequest: beforeBody,
+    // RFC 6749 §5.1: no caching of token responses, the errors included.
+    onSend: async (_request, reply, payload) => {
+      reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
+      return payload;
+    },
+    schema: {
+      response: {
+        200: {
+          type: 'object',
+          required: ['access_token', 'token_type', 'expires_in', 'scope'],
+          properties: {
+            access_token: { type: 'string' },
+            token_type: { type: 'string', enum: ['bearer'] },
+            expires_in: { type: 'integer' },
+            scope: { type: 'string' },
+          },
+        },
+      },
+    },
+    handler,
+  });
+  app.route({
+    method: ['GET', 'PUT', 'PATCH', 'DELETE'],
+    url: TOKEN_PATH,
+    handler: async () => {
+      throw new AppError('method-not-allowed', `Use POST ${TOKEN_PATH}`, { headers: { Allow: 'POST' } });
+    },
+  });
+}
+
+function accountFields(account: Account): Record<string, unknown> {
+  return { account_id: account.id, username: account.username };
+}
+
+/** An attempted username that matches no account (or not yet known to): logged as a fingerprint only. */
+function who(username: string): Record<string, unknown> {
+  return { username_sha256: usernameFingerprint(username) };
+}

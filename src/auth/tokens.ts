@@ -1,0 +1,152 @@
+// Access tokens: JWTs (RFC 9068 `at+jwt`) signed with ES256, verified with ES256 only and only with keys
+// from the database, with exact expiry (exp = iat + TTL, no leeway: the server verifies its own tokens).
+// Verifying a signature costs about 0.1 ms, so verified tokens are kept until they expire: a repeated
+// token costs one Map lookup. The account behind a token is checked on every request elsewhere
+// (authenticator.ts); this cache only remembers that the signature and claims were good.
+import { randomUUID } from 'node:crypto';
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import type { JWTHeaderParameters } from 'jose';
+import { ScopeSet } from './scopes.js';
+import { SIGNING_ALGORITHM } from './signing-keys.js';
+import type { KeyRing } from './signing-keys.js';
+
+export const TOKEN_TYPE = 'at+jwt';
+
+export interface VerifiedToken {
+  readonly accountId: string;
+  readonly iat: number;
+  readonly exp: number;
+  readonly jti: string;
+  readonly scopes: ScopeSet;
+}
+
+export interface IssuedToken {
+  readonly token: string;
+  readonly jti: string;
+  readonly kid: string;
+  readonly iat: number;
+  readonly exp: number;
+}
+
+/** Why a token was refused (logged, never sent back in detail). */
+export type TokenFailure = 'expired' | 'bad-signature' | 'unknown-kid' | 'bad-algorithm' | 'malformed' | 'bad-claims';
+
+export class TokenRefused extends Error {
+  constructor(readonly reason: TokenFailure) {
+    super(`token refused: ${reason}`);
+  }
+}
+
+export interface TokenServiceOptions {
+  readonly issuer: string;
+  readonly ttlSeconds: number;
+  readonly cacheSize?: number;
+  /** The clock in milliseconds (tests). */
+  readonly now?: () => number;
+}
+
+export class TokenService {
+  private readonly cache = new Map<string, VerifiedToken>();
+  private readonly cacheSize: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly keys: KeyRing,
+    private readonly options: TokenServiceOptions,
+  ) {
+    this.cacheSize = options.cacheSize ?? 10_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * Signs a token for an account. `notBefore` (epoch seconds) is the account's revocation time: a token
+   * issued in the same second as a revocation gets that second as its iat, so it is not caught by it.
+   */
+  async issue(accountId: string, scope: string, version: number, notBefore = 0): Promise<IssuedToken> {
+    const { kid, privateKey } = await this.keys.signingKey(version);
+    const iat = Math.max(Math.floor(this.now() / 1000), notBefore);
+    const exp = iat + this.options.ttlSeconds;
+    const jti = randomUUID();
+    const token = await new SignJWT({ scope })
+      .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid, typ: TOKEN_TYPE })
+      .setIssuer(this.options.issuer)
+      .setSubject(accountId)
+      .setIssuedAt(iat)
+      .setExpirationTime(exp)
+      .setJti(jti)
+      .sign(privateKey);
+    return { token, jti, kid, iat, exp };
+  }
+
+  /** Verifies a token (cached until it expires); throws TokenRefused. `version` is this request's auth state version. */
+  async verify(token: string, version: number): Promise<VerifiedToken> {
+    const nowSeconds = Math.floor(this.now() / 1000);
+    const cached = this.cache.get(token);
+    if (cached) {
+      if (cached.exp > nowSeconds) return cached;
+      this.cache.delete(token);
+      throw new TokenRefused('expired');
+    }
+    const verified = await this.verifySignature(token, version);
+    if (verified.exp <= nowSeconds) throw new TokenRefused('expired');
+    if (this.cache.size >= this.cacheSize) this.evict(nowSeconds);
+    this.cache.set(token, verified);
+    return verified;
+  }
+
+  private async verifySignature(token: string, version: number): Promise<VerifiedToken> {
+    let unknownKid = false;
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        async (header: JWTHeaderParameters) => {
+          if (header.alg !== SIGNING_ALGORITHM) throw new TokenRefused('bad-algorithm');
+          const key = typeof header.kid === 'string' ? await this.keys.publicKey(header.kid, version) : undefined;
+          if (!key) {
+            unknownKid = true;
+            throw new TokenRefused('unknown-kid');
+          }
+          return key;
+        },
+        {
+          algorithms: [SIGNING_ALGORITHM],
+          issuer: this.options.issuer,
+          typ: TOKEN_TYPE,
+          requiredClaims: ['sub', 'iat', 'exp', 'jti', 'scope'],
+          clockTolerance: 0,
+          currentDate: new Date(this.now()),
+        },
+      );
+      const { sub, iat, exp, jti, scope } = payload as Record<string, unknown>;
+      if (
+        typeof sub !== 'string' ||
+        typeof iat !== 'number' ||
+        typeof exp !== 'number' ||
+        typeof jti !== 'string' ||
+        typeof scope !== 'string'
+      ) {
+        throw new TokenRefused('bad-claims');
+      }
+      return { accountId: sub, iat, exp, jti, scopes: ScopeSet.of(scope) };
+    } catch (error) {
+      if (error instanceof TokenRefused) throw error;
+      if (unknownKid) throw new TokenRefused('unknown-kid');
+      if (error instanceof joseErrors.JWTExpired) throw new TokenRefused('expired');
+      if (error instanceof joseErrors.JWSSignatureVerificationFailed) throw new TokenRefused('bad-signature');
+      if (error instanceof joseErrors.JOSEAlgNotAllowed) throw new TokenRefused('bad-algorithm');
+      if (error instanceof joseErrors.JWTClaimValidationFailed) throw new TokenRefused('bad-claims');
+      throw new TokenRefused('malformed');
+    }
+  }
+
+  /** Drops expired entries; if the cache is still full, drops the oldest half. */
+  private evict(nowSeconds: number): void {
+    for (const [token, entry] of this.cache) if (entry.exp <= nowSeconds) this.cache.delete(token);
+    if (this.cache.size < this.cacheSize) return;
+    let drop = Math.ceil(this.cache.size / 2);
+    for (const token of this.cache.keys()) {
+      if (drop-- <= 0) break;
+      this.cache.delete(token);
+    }
+  }
+}

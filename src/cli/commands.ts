@@ -1,0 +1,11 @@
+import { accountCommand } from './account.js';
+import type { Command } from './command.js';
+import { keysCommand } from './keys.js';
+import { serveCommand } from './serve.js';
+
+/** Every command of the CLI, by name. */
+export const COMMANDS: Record<string, Command> = {
+  serve: serveCommand,
+  account: accountCommand,
+  keys: keysCommand,
+};

@@ -5,17 +5,20 @@ import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { parseETagVersion } from '../fhir/ids.js';
 import { capabilityStatement } from '../fhir/interactions/capabilities.js';
+import { conditionalDeleteInteraction } from '../fhir/interactions/conditional-delete.js';
+import { conditionalUpdateInteraction } from '../fhir/interactions/conditional-update.js';
 import { createInteraction } from '../fhir/interactions/create.js';
 import { deleteInteraction } from '../fhir/interactions/delete.js';
 import { historyInteraction } from '../fhir/interactions/history.js';
 import { patchInteraction } from '../fhir/interactions/patch.js';
 import type { PatchFormat } from '../fhir/interactions/patch.js';
 import { readInteraction } from '../fhir/interactions/read.js';
+import { bundleInteraction } from '../fhir/interactions/transaction.js';
 import { updateInteraction } from '../fhir/interactions/update.js';
 import { validateInteraction } from '../fhir/interactions/validate.js';
 import { vreadInteraction } from '../fhir/interactions/vread.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
-import { assertJsonFormat, FHIR_JSON, sendFhir } from './fhir-reply.js';
+import { assertJsonFormat, FHIR_JSON, preferredReturn, sendFhir } from './fhir-reply.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -31,6 +34,11 @@ function single(request: FastifyRequest): Record<string, string | undefined> {
     out[name] = Array.isArray(value) ? value[value.length - 1] : value;
   }
   return out;
+}
+
+function queryString(request: FastifyRequest): string {
+  const at = request.url.indexOf('?');
+  return at < 0 ? '' : request.url.slice(at + 1);
 }
 
 function header(request: FastifyRequest, name: string): string | undefined {
@@ -86,6 +94,16 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     strict: /handling\s*=\s*strict/i.test(header(request, 'prefer') ?? ''),
   });
 
+  app.post('/fhir', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await bundleInteraction(fhirRequest(request), request.body, {
+        returnResources: preferredReturn(request) !== 'minimal',
+      }),
+    ),
+  );
+
   app.get('/fhir', async (request, reply) =>
     sendFhir(
       request,
@@ -128,7 +146,32 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     sendFhir(
       request,
       reply,
-      await createInteraction(fhirRequest(request), knownType(request.params.type), request.body),
+      await createInteraction(fhirRequest(request), knownType(request.params.type), request.body, {
+        ifNoneExist: header(request, 'if-none-exist'),
+      }),
+    ),
+  );
+
+  app.put<{ Params: Params }>('/fhir/:type', async (request, reply) => {
+    const ifMatch = header(request, 'if-match');
+    return sendFhir(
+      request,
+      reply,
+      await conditionalUpdateInteraction(
+        fhirRequest(request),
+        knownType(request.params.type),
+        queryString(request),
+        request.body,
+        ifMatch ? parseETagVersion(ifMatch) : undefined,
+      ),
+    );
+  });
+
+  app.delete<{ Params: Params }>('/fhir/:type', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await conditionalDeleteInteraction(fhirRequest(request), knownType(request.params.type), queryString(request)),
     ),
   );
 

@@ -79,8 +79,8 @@ export class SqlResourceStore implements ResourceStore {
     return this.writeWithRetry((tx) => fn(new SqlResourceStore(tx, this.indexWriters, this.clock), tx));
   }
 
-  async create(resource: FhirResource): Promise<WriteResult> {
-    const id = randomUUID();
+  async create(resource: FhirResource, options: { id?: string } = {}): Promise<WriteResult> {
+    const id = options.id ?? randomUUID();
     return this.writeWithRetry(async (tx) => this.insertNew(tx, resource, id));
   }
 

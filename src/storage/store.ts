@@ -67,7 +67,8 @@ export interface UpdateOptions {
 }
 
 export interface ResourceStore {
-  create(resource: FhirResource): Promise<WriteResult>;
+  /** Creates with a new server id, or with `options.id` (a transaction Bundle assigns ids up front). */
+  create(resource: FhirResource, options?: { id?: string }): Promise<WriteResult>;
   /**
    * The current version. With `lock` inside transaction(), the row stays locked until the transaction
    * ends, so a read-modify-write (PATCH) cannot lose a concurrent update.

@@ -17,7 +17,7 @@ export const SUPPORTED_TYPE_INTERACTIONS = [
   'search-type',
 ] as const;
 export const SUPPORTED_TYPE_OPERATIONS = ['validate'] as const;
-export const SUPPORTED_SYSTEM_INTERACTIONS = ['history-system', 'search-system'] as const;
+export const SUPPORTED_SYSTEM_INTERACTIONS = ['transaction', 'batch', 'history-system', 'search-system'] as const;
 
 let cached: { key: string; json: string } | undefined;
 
@@ -31,6 +31,9 @@ export function capabilityStatement(services: FhirServices, version: string): st
     versioning: 'versioned-update',
     readHistory: true,
     updateCreate: true,
+    conditionalCreate: true,
+    conditionalUpdate: true,
+    conditionalDelete: 'single',
     conditionalRead: 'full-support',
     searchParam: services.search.capabilitySearchParams(type),
     operation: SUPPORTED_TYPE_OPERATIONS.map((name) => ({

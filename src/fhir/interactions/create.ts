@@ -1,14 +1,49 @@
-// https://hl7.org/fhir/R4/http.html#create
+// https://hl7.org/fhir/R4/http.html#create (and #ccreate: conditional create with If-None-Exist)
+import { AppError } from '../../errors.js';
 import { requireAccess } from '../access.js';
+import { findMatches, lockCriteria, parseCriteria } from '../conditional.js';
 import { acceptResource } from '../resource-input.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 import { writeResponse } from './write-response.js';
 
-export async function createInteraction(request: FhirRequest, type: string, body: unknown): Promise<FhirResponse> {
+export interface CreateOptions {
+  /** If-None-Exist: create only when no resource matches these search criteria. */
+  readonly ifNoneExist?: string;
+  /** The id to create with (transaction Bundles assign ids before writing); otherwise the server's. */
+  readonly id?: string;
+}
+
+export async function createInteraction(
+  request: FhirRequest,
+  type: string,
+  body: unknown,
+  options: CreateOptions = {},
+): Promise<FhirResponse> {
   requireAccess(request, 'create', type);
-  const resource = acceptResource(request.services, type, body);
   // The server assigns the id: whatever id the client sent is ignored (CONTRACT.md).
-  const { stored } = await request.services.store.create(resource);
-  return writeResponse(request.services, stored, 201);
+  const resource = acceptResource(request.services, type, body);
+  const { store } = request.services;
+  if (options.ifNoneExist === undefined) {
+    const { stored } = await store.create(resource, { id: options.id });
+    return writeResponse(request.services, stored, 201);
+  }
+  requireAccess(request, 'search', type);
+  const criteria = parseCriteria(type, options.ifNoneExist);
+  return store.transaction(async (txStore, tx) => {
+    await lockCriteria(tx, type, criteria);
+    const matches = await findMatches(request, type, criteria);
+    if (matches.length > 1) {
+      throw new AppError('precondition-failed', `If-None-Exist matches ${matches.length} or more ${type} resources`);
+    }
+    if (matches.length === 1) {
+      // Already there: answer it as it is (200), create nothing.
+      const existing = await txStore.read(type, matches[0]);
+      if (existing && !existing.deleted) {
+        return { ...writeResponse(request.services, existing, 200), isWrite: true };
+      }
+    }
+    const { stored } = await txStore.create(resource, { id: options.id });
+    return writeResponse(request.services, stored, 201);
+  });
 }

@@ -1,0 +1,66 @@
+// Conditional interactions find their target by a search (https://hl7.org/fhir/R4/http.html#cond-update).
+import { AppError } from '../errors.js';
+import type { SqlExecutor } from '../storage/sql/database.js';
+import type { FhirRequest } from './services.js';
+
+/** Parameters that shape a result page rather than select resources: not criteria. */
+const RESULT_PARAMETERS = new Set([
+  '_count',
+  '_sort',
+  '_include',
+  '_revinclude',
+  '_summary',
+  '_elements',
+  '_total',
+  '_format',
+  '_pretty',
+]);
+
+/** `identifier=a|b&name=x` → decoded pairs, refusing empty criteria (which would match everything). */
+export function parseCriteria(type: string, query: string): [string, string][] {
+  const pairs = [...new URLSearchParams(query)].filter(([name]) => !RESULT_PARAMETERS.has(name));
+  if (pairs.length === 0) {
+    throw new AppError(
+      'bad-request',
+      `A conditional ${type} request needs search criteria, e.g. ${type}?identifier=...`,
+    );
+  }
+  return pairs;
+}
+
+/**
+ * The ids of the resources of `type` that match the criteria (at most `limit`). Criteria are searched
+ * strictly: an unknown parameter is an error, never silently ignored (that would match everything).
+ */
+export async function findMatches(
+  request: FhirRequest,
+  type: string,
+  criteria: [string, string][],
+  limit = 2,
+): Promise<string[]> {
+  const response = await request.services.search.search(request, type, [...criteria, ['_count', String(limit)]], {
+    strict: true,
+  });
+  const bundle = (typeof response.body === 'string' ? JSON.parse(response.body) : response.body) as {
+    entry?: { resource?: { id?: string }; search?: { mode?: string } }[];
+  };
+  return (bundle.entry ?? [])
+    .filter((entry) => (entry.search?.mode ?? 'match') === 'match' && entry.resource?.id)
+    .map((entry) => entry.resource!.id!);
+}
+
+/**
+ * Serialises conditional writes with the same criteria: two concurrent conditional creates of one
+ * patient must not both create. PostgreSQL takes a transaction-scoped advisory lock on the criteria;
+ * SQLite's write transactions are serialised already. Call inside the write transaction, before
+ * searching: the search then sees whatever the previous holder committed.
+ */
+export async function lockCriteria(tx: SqlExecutor, type: string, criteria: [string, string][]): Promise<void> {
+  const statement = tx.dialect.transactionLock;
+  if (!statement) return;
+  const key = `${type}?${[...criteria]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([n, v]) => `${n}=${v}`)
+    .join('&')}`;
+  await tx.query(statement, [key]);
+}

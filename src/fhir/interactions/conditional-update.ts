@@ -1,0 +1,48 @@
+// https://hl7.org/fhir/R4/http.html#cond-update
+import { AppError } from '../../errors.js';
+import { requireAccess } from '../access.js';
+import { findMatches, lockCriteria, parseCriteria } from '../conditional.js';
+import { assertValidId } from '../ids.js';
+import { acceptResource } from '../resource-input.js';
+import type { FhirResponse } from '../response.js';
+import type { FhirRequest } from '../services.js';
+import { writeResponse } from './write-response.js';
+
+/** PUT /fhir/{type}?criteria: no match → create, one match → update it, several → 412. */
+export async function conditionalUpdateInteraction(
+  request: FhirRequest,
+  type: string,
+  query: string,
+  body: unknown,
+  ifMatch?: number,
+): Promise<FhirResponse> {
+  requireAccess(request, 'update', type);
+  requireAccess(request, 'search', type);
+  const criteria = parseCriteria(type, query);
+  const bodyId = body && typeof body === 'object' ? (body as { id?: unknown }).id : undefined;
+  if (bodyId !== undefined && typeof bodyId !== 'string')
+    throw new AppError('invalid-id', 'The body id must be a string');
+  if (bodyId !== undefined) assertValidId(bodyId);
+  return request.services.store.transaction(async (store, tx) => {
+    await lockCriteria(tx, type, criteria);
+    const matches = await findMatches(request, type, criteria);
+    if (matches.length > 1) {
+      throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
+    }
+    if (matches.length === 0) {
+      requireAccess(request, 'create', type);
+      const resource = acceptResource(request.services, type, body);
+      const { stored } = bodyId
+        ? await store.update({ ...resource, id: bodyId }, { ifMatch })
+        : await store.create(resource);
+      return writeResponse(request.services, stored, 201);
+    }
+    const id = matches[0];
+    if (bodyId !== undefined && bodyId !== id) {
+      throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
+    }
+    const resource = acceptResource(request.services, type, { ...(body as object), id }, id);
+    const { stored } = await store.update({ ...resource, id }, { ifMatch });
+    return writeResponse(request.services, stored, 200);
+  });
+}

@@ -12,4 +12,6 @@ export interface FhirResponse {
   readonly location?: string;
   /** True for create/update/patch: the body is the written resource, subject to Prefer: return=... */
   readonly isWrite?: boolean;
+  /** `Type/id` of every resource the response returns or the request wrote, for the audit trail. */
+  readonly accessed?: readonly string[];
 }

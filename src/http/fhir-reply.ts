@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { auditAccess } from '../auth/audit.js';
 import { AppError } from '../errors.js';
 import type { FhirResponse } from '../fhir/response.js';
 
@@ -40,6 +41,7 @@ function render(request: FastifyRequest, body: string | Record<string, unknown>)
 }
 
 export function sendFhir(request: FastifyRequest, reply: FastifyReply, response: FhirResponse): FastifyReply {
+  if (response.accessed && response.accessed.length > 0) auditAccess(request, { ids: response.accessed });
   if (response.versionId !== undefined) reply.header('ETag', `W/"${response.versionId}"`);
   if (response.lastModified !== undefined) reply.header('Last-Modified', new Date(response.lastModified).toUTCString());
   if (response.location) {

@@ -6,6 +6,7 @@ import { assembleApp } from '../assemble.js';
 import { AccountStore } from '../auth/accounts.js';
 import { loadConfig } from '../config.js';
 import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
 import { openDatabase } from '../storage/open-database.js';
 import { testDatabase } from './databases.js';
 import type { TestDatabase } from './databases.js';
@@ -22,7 +23,11 @@ export interface TestApp {
 
 export const TEST_PUBLIC_URL = 'http://fhir.test:8080';
 
-export async function startTestApp(backend: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(
+  backend: 'sqlite' | 'postgres',
+  env: Record<string, string> = {},
+  options: { logger?: Logger } = {},
+): Promise<TestApp> {
   const database = await testDatabase(backend);
   const config = loadConfig({
     DATABASE_URL: database.url,
@@ -30,7 +35,7 @@ export async function startTestApp(backend: 'sqlite' | 'postgres', env: Record<s
     LOG_LEVEL: 'silent',
     ...env,
   });
-  const app = await assembleApp(config);
+  const app = await assembleApp(config, options.logger);
   await app.ready();
   const adminDb = openDatabase(database.url);
   const accounts = new AccountStore(adminDb);

@@ -82,5 +82,6 @@ export async function historyInteraction(
   return {
     status: 200,
     body: bundleJson({ type: 'history', link, entries: page.versions.map((v) => historyEntry(request, v)) }),
+    accessed: page.versions.map((v) => `${v.type}/${v.id}`),
   };
 }

@@ -27,7 +27,7 @@ export async function readInteraction(
       headers: { ETag: `W/"${current.versionId}"` },
     });
   }
-  const response = { versionId: current.versionId, lastModified: current.lastUpdated };
+  const response = { versionId: current.versionId, lastModified: current.lastUpdated, accessed: [`${type}/${id}`] };
   if (conditions.ifNoneMatch === current.versionId) return { status: 304, ...response };
   // HTTP dates have whole seconds: compare at that precision.
   if (

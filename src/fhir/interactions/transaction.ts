@@ -164,6 +164,7 @@ export async function bundleInteraction(
   options: BundleOptions,
 ): Promise<FhirResponse> {
   const { type, entries } = readEntries(request, body);
+  const accessed: string[] = [];
   const { baseUrl } = request.services;
   const isType = (name: string) => request.services.types.isResourceType(name);
   if (type === 'batch') {
@@ -176,13 +177,14 @@ export async function bundleInteraction(
           action,
           resource: input.resource as Record<string, unknown>,
         });
+        accessed.push(...(response.accessed ?? []));
         responses.push(responseEntry(request, response, options));
       } catch (error) {
         if (!(error instanceof AppError)) throw error;
         responses.push(errorEntry(error));
       }
     }
-    return { status: 200, body: bundleJson({ type: 'batch-response', entries: responses }) };
+    return { status: 200, body: bundleJson({ type: 'batch-response', entries: responses }), accessed };
   }
 
   const planned: PlannedEntry[] = entries.map((input, index) => {
@@ -268,6 +270,7 @@ export async function bundleInteraction(
           continue;
         }
         const response = await perform(txRequest, entry);
+        accessed.push(...(response.accessed ?? []));
         results[entry.index] = responseEntry(txRequest, response, options);
       } catch (error) {
         throw atEntry(error, entryLabel(entry, entries[entry.index]));
@@ -275,5 +278,5 @@ export async function bundleInteraction(
     }
     return results;
   });
-  return { status: 200, body: bundleJson({ type: 'transaction-response', entries: responses }) };
+  return { status: 200, body: bundleJson({ type: 'transaction-response', entries: responses }), accessed };
 }

@@ -19,5 +19,11 @@ export async function vreadInteraction(
   if (version.operation === 'delete') {
     throw new AppError('resource-deleted', `Version ${versionId} of ${type}/${id} is its deletion`);
   }
-  return { status: 200, body: version.content ?? undefined, versionId, lastModified: version.lastUpdated };
+  return {
+    status: 200,
+    body: version.content ?? undefined,
+    versionId,
+    lastModified: version.lastUpdated,
+    accessed: [`${type}/${id}`],
+  };
 }

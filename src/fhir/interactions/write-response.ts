@@ -15,5 +15,6 @@ export function writeResponse(services: FhirServices, stored: StoredVersion, sta
     lastModified: stored.lastUpdated,
     location: versionUrl(services, stored.type, stored.id, stored.versionId),
     isWrite: true,
+    accessed: [`${stored.type}/${stored.id}`],
   };
 }

@@ -1,0 +1,58 @@
+// The "who saw which patient" trail: every FHIR request's access line names the account and the
+// resources it returned or wrote.
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+
+describe('access audit lines', () => {
+  const lines: Record<string, unknown>[] = [];
+  let t: TestApp;
+  let auth: Record<string, string>;
+  beforeAll(async () => {
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    t = await startTestApp('sqlite', {}, { logger });
+    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+  });
+  afterAll(async () => t?.close());
+
+  const accessLines = () => lines.filter((l) => l.audit === true && l.event === 'access');
+
+  it('names the resource written, read and listed in history, and never the token', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: auth,
+      payload: '{"resourceType":"Patient"}',
+    });
+    const id = created.json().id;
+    await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history`, headers: auth });
+    const mine = accessLines().filter((l) => JSON.stringify(l.ids ?? []).includes(id));
+    expect(mine.map((l) => l.method)).toEqual(['POST', 'GET', 'GET']);
+    for (const line of mine) expect(line.ids).toEqual([`Patient/${id}`]);
+    const token = auth.authorization.slice('Bearer '.length);
+    expect(lines.some((l) => JSON.stringify(l).includes(token))).toBe(false);
+  });
+
+  it('names every resource a transaction wrote', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir',
+      headers: auth,
+      payload: JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
+          { resource: { resourceType: 'Basic', code: { text: 'b' } }, request: { method: 'POST', url: 'Basic' } },
+        ],
+      }),
+    });
+    const written = res
+      .json()
+      .entry.map((e: { response: { location: string } }) => e.response.location.replace(/\/_history\/1$/, ''));
+    const line = accessLines().find((l) => JSON.stringify(l.ids ?? []).includes(written[0]));
+    expect(line?.ids).toEqual(written);
+  });
+});

@@ -29,24 +29,18 @@ export function parseCriteria(type: string, query: string): [string, string][] {
 }
 
 /**
- * The ids of the resources of `type` that match the criteria (at most `limit`). Criteria are searched
- * strictly: an unknown parameter is an error, never silently ignored (that would match everything).
+ * The ids of the resources of `type` that match the criteria (at most `limit`), searched inside the
+ * write transaction `tx`. Criteria are searched strictly: an unknown parameter is an error, never
+ * silently ignored (that would match everything).
  */
 export async function findMatches(
   request: FhirRequest,
+  tx: SqlExecutor,
   type: string,
   criteria: [string, string][],
   limit = 2,
 ): Promise<string[]> {
-  const response = await request.services.search.search(request, type, [...criteria, ['_count', String(limit)]], {
-    strict: true,
-  });
-  const bundle = (typeof response.body === 'string' ? JSON.parse(response.body) : response.body) as {
-    entry?: { resource?: { id?: string }; search?: { mode?: string } }[];
-  };
-  return (bundle.entry ?? [])
-    .filter((entry) => (entry.search?.mode ?? 'match') === 'match' && entry.resource?.id)
-    .map((entry) => entry.resource!.id!);
+  return request.services.search.findIds(tx, type, new URLSearchParams(criteria).toString(), limit);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
+import type { SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
 import type { FhirResponse } from './response.js';
 import type { ValidationIssue } from '../validation/validate.js';
@@ -37,6 +38,12 @@ export interface SearchEngine {
     params: ReadonlyArray<readonly [string, string]>,
     options: SearchOptions,
   ): Promise<FhirResponse>;
+  /**
+   * The ids of the resources of `type` matching search criteria (`identifier=sys|value`), at most
+   * `limit`, read through `executor` (a write transaction, so conditional writes see their own
+   * transaction and hold its locks). Unknown parameters are an error here, never ignored.
+   */
+  findIds(executor: SqlExecutor, type: string, query: string, limit?: number): Promise<string[]>;
   /** The parameters the engine supports on a type, for the CapabilityStatement. */
   capabilitySearchParams(type: string): CapabilitySearchParam[];
 }

@@ -26,7 +26,8 @@ export function parseJsonBody(body: Buffer): unknown {
   } catch {
     throw new AppError('invalid-json', 'The request body is not valid UTF-8');
   }
-  if (text.trim() === '') throw new AppError('invalid-json', 'The request body is empty');
+  // No body (a DELETE or GET that still names a content type): the interaction decides if it needs one.
+  if (text.trim() === '') return undefined;
   let value: unknown;
   try {
     value = JSON.parse(text);

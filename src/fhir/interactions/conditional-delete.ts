@@ -16,7 +16,7 @@ export async function conditionalDeleteInteraction(
   const criteria = parseCriteria(type, query);
   return request.services.store.transaction(async (store, tx) => {
     await lockCriteria(tx, type, criteria);
-    const matches = await findMatches(request, type, criteria);
+    const matches = await findMatches(request, tx, type, criteria);
     if (matches.length > 1) {
       throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
     }

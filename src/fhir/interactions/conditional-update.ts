@@ -25,7 +25,7 @@ export async function conditionalUpdateInteraction(
   if (bodyId !== undefined) assertValidId(bodyId);
   return request.services.store.transaction(async (store, tx) => {
     await lockCriteria(tx, type, criteria);
-    const matches = await findMatches(request, type, criteria);
+    const matches = await findMatches(request, tx, type, criteria);
     if (matches.length > 1) {
       throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
     }

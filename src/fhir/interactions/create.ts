@@ -32,7 +32,7 @@ export async function createInteraction(
   const criteria = parseCriteria(type, options.ifNoneExist);
   return store.transaction(async (txStore, tx) => {
     await lockCriteria(tx, type, criteria);
-    const matches = await findMatches(request, type, criteria);
+    const matches = await findMatches(request, tx, type, criteria);
     if (matches.length > 1) {
       throw new AppError('precondition-failed', `If-None-Exist matches ${matches.length} or more ${type} resources`);
     }

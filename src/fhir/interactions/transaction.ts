@@ -6,6 +6,7 @@ import { bundleJson } from '../bundle.js';
 import type { BundleEntry } from '../bundle.js';
 import { parseEntryRequest, processingRank } from '../bundle-entry-request.js';
 import type { EntryAction } from '../bundle-entry-request.js';
+import { requireAccess } from '../access.js';
 import { findMatches, lockCriteria, parseCriteria } from '../conditional.js';
 import { forEachReference, parseConditionalReference } from '../references.js';
 import type { FhirResponse } from '../response.js';
@@ -19,6 +20,9 @@ import { patchInteraction } from './patch.js';
 import { readInteraction } from './read.js';
 import { updateInteraction } from './update.js';
 import { vreadInteraction } from './vread.js';
+
+/** processingRank of GET/HEAD entries. */
+const READS = 3;
 
 interface InputEntry {
   fullUrl?: unknown;
@@ -210,9 +214,10 @@ export async function bundleInteraction(
         if (action.kind === 'create') {
           entry.assignedId = randomUUID();
           if (action.ifNoneExist !== undefined) {
+            requireAccess(txRequest, 'search', action.type);
             const criteria = parseCriteria(action.type, action.ifNoneExist);
             await lockCriteria(tx, action.type, criteria);
-            const matches = await findMatches(txRequest, action.type, criteria);
+            const matches = await findMatches(txRequest, tx, action.type, criteria);
             if (matches.length > 1)
               throw new AppError(
                 'precondition-failed',
@@ -244,7 +249,8 @@ export async function bundleInteraction(
           let target = conditionalTargets.get(reference);
           if (!target) {
             const { type: targetType, query } = parseConditionalReference(reference)!;
-            const matches = await findMatches(txRequest, targetType, parseCriteria(targetType, query));
+            requireAccess(txRequest, 'search', targetType);
+            const matches = await findMatches(txRequest, tx, targetType, parseCriteria(targetType, query));
             if (matches.length !== 1) {
               throw new AppError(
                 'precondition-failed',
@@ -261,7 +267,9 @@ export async function bundleInteraction(
       }
     }
     const results = new Array<BundleEntry>(planned.length);
-    const order = [...planned].sort((a, b) => processingRank(a.action) - processingRank(b.action) || a.index - b.index);
+    const order = [...planned]
+      .filter((entry) => processingRank(entry.action) < READS)
+      .sort((a, b) => processingRank(a.action) - processingRank(b.action) || a.index - b.index);
     for (const entry of order) {
       try {
         if (entry.existing) {
@@ -278,5 +286,18 @@ export async function bundleInteraction(
     }
     return results;
   });
+  // Reads come last (bundle.html#transaction) and run once the writes have committed, on their own
+  // connections: a search never waits for a pool connection while this transaction holds one.
+  for (const entry of planned) {
+    if (processingRank(entry.action) < READS) continue;
+    try {
+      const response = await perform(request, entry);
+      accessed.push(...(response.accessed ?? []));
+      responses[entry.index] = responseEntry(request, response, options);
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      responses[entry.index] = errorEntry(error);
+    }
+  }
   return { status: 200, body: bundleJson({ type: 'transaction-response', entries: responses }), accessed };
 }

@@ -1,0 +1,177 @@
+// Conditional create, update and delete, and conditional references in transactions, on both databases.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from '../src/test-support/databases.js';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+
+describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+  beforeAll(async () => {
+    t = await startTestApp(backend);
+    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+  });
+  afterAll(async () => t?.close());
+
+  const system = 'http://example.org/mrn';
+  const patientWith = (value: string, extra: Record<string, unknown> = {}) => ({
+    resourceType: 'Patient',
+    identifier: [{ system, value }],
+    ...extra,
+  });
+  const create = (body: unknown, ifNoneExist?: string) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: { ...auth, ...(ifNoneExist ? { 'if-none-exist': ifNoneExist } : {}) },
+      payload: JSON.stringify(body),
+    });
+  const search = async (query: string) =>
+    (await t.app.inject({ method: 'GET', url: `/fhir/Patient?${query}`, headers: auth })).json().entry ?? [];
+
+  it('creates once with If-None-Exist, then answers the existing resource (200)', async () => {
+    const value = randomUUID();
+    const first = await create(patientWith(value), `identifier=${system}|${value}`);
+    expect(first.statusCode).toBe(201);
+    const second = await create(patientWith(value, { gender: 'male' }), `identifier=${system}|${value}`);
+    expect(second.statusCode).toBe(200);
+    expect(second.json().id).toBe(first.json().id);
+    expect(second.json().gender).toBeUndefined();
+    expect(await search(`identifier=${system}|${value}`)).toHaveLength(1);
+  });
+
+  it('answers 412 when If-None-Exist matches several, and 400 for unknown criteria', async () => {
+    const value = randomUUID();
+    await create(patientWith(value));
+    await create(patientWith(value));
+    expect((await create(patientWith(value), `identifier=${system}|${value}`)).statusCode).toBe(412);
+    expect((await create(patientWith(value), 'no-such-parameter=1')).statusCode).toBe(400);
+  });
+
+  it('never creates two resources from concurrent conditional creates with the same criteria', async () => {
+    const value = randomUUID();
+    const results = await Promise.all(
+      Array.from({ length: 12 }, () => create(patientWith(value), `identifier=${system}|${value}`)),
+    );
+    const statuses = results.map((r) => r.statusCode).sort();
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(11);
+    expect(new Set(results.map((r) => r.json().id)).size).toBe(1);
+    expect(await search(`identifier=${system}|${value}`)).toHaveLength(1);
+  });
+
+  it('updates conditionally: none → 201, one → 200 on that id, several → 412', async () => {
+    const value = randomUUID();
+    const put = (body: unknown) =>
+      t.app.inject({
+        method: 'PUT',
+        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
+        headers: auth,
+        payload: JSON.stringify(body),
+      });
+    const created = await put(patientWith(value, { gender: 'female' }));
+    expect(created.statusCode).toBe(201);
+    const updated = await put(patientWith(value, { gender: 'male' }));
+    expect(updated.statusCode).toBe(200);
+    expect(updated.json().id).toBe(created.json().id);
+    expect(updated.json().meta.versionId).toBe('2');
+    await create(patientWith(value));
+    expect((await put(patientWith(value))).statusCode).toBe(412);
+  });
+
+  it('deletes conditionally: one match → deleted; none → 204; several → 412', async () => {
+    const value = randomUUID();
+    const id = (await create(patientWith(value))).json().id;
+    const del = (v: string) =>
+      t.app.inject({
+        method: 'DELETE',
+        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`,
+        headers: auth,
+      });
+    expect((await del(value)).statusCode).toBe(204);
+    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).statusCode).toBe(410);
+    expect((await del(randomUUID())).statusCode).toBe(204);
+    const twice = randomUUID();
+    await create(patientWith(twice));
+    await create(patientWith(twice));
+    expect((await del(twice)).statusCode).toBe(412);
+  });
+
+  it('resolves conditional references and ifNoneExist inside a transaction', async () => {
+    const npi = randomUUID();
+    const practitioner = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Practitioner',
+      headers: auth,
+      payload: JSON.stringify({
+        resourceType: 'Practitioner',
+        identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: npi }],
+      }),
+    });
+    const patientValue = randomUUID();
+    const existing = (await create(patientWith(patientValue))).json();
+    const patientUrl = `urn:uuid:${randomUUID()}`;
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir',
+      headers: auth,
+      payload: JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          {
+            fullUrl: patientUrl,
+            resource: patientWith(patientValue),
+            request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=${system}|${patientValue}` },
+          },
+          {
+            resource: {
+              resourceType: 'Encounter',
+              status: 'finished',
+              class: { code: 'AMB' },
+              subject: { reference: patientUrl },
+              participant: [
+                { individual: { reference: `Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|${npi}` } },
+              ],
+            },
+            request: { method: 'POST', url: 'Encounter' },
+          },
+        ],
+      }),
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const [patientEntry, encounterEntry] = res.json().entry;
+    expect(patientEntry.response.status).toBe('200 OK');
+    const encounter = (
+      await t.app.inject({ method: 'GET', url: `/fhir/${encounterEntry.response.location}`, headers: auth })
+    ).json();
+    expect(encounter.subject.reference).toBe(`Patient/${existing.id}`);
+    expect(encounter.participant[0].individual.reference).toBe(`Practitioner/${practitioner.json().id}`);
+  });
+
+  it('fails a transaction whose conditional reference matches nothing', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir',
+      headers: auth,
+      payload: JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          {
+            resource: {
+              resourceType: 'Observation',
+              status: 'final',
+              code: { text: 'x' },
+              subject: { reference: `Patient?identifier=${system}|${randomUUID()}` },
+            },
+            request: { method: 'POST', url: 'Observation' },
+          },
+        ],
+      }),
+    });
+    expect(res.statusCode).toBe(412);
+    expect(res.json().issue[0].diagnostics).toContain('matches no resource');
+  });
+});

@@ -8,14 +8,12 @@ import type { AuthModule } from './auth/principal.js';
 import type { Config } from './config.js';
 import type { R4Registry } from './definitions/registry.js';
 import { AppError } from './errors.js';
-import type { FhirServices } from './fhir/services.js';
+import { createFhirServices } from './fhir/create-services.js';
 import { registerBodyParsers } from './http/body-parsers.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
+import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
-import { createSearchEngine } from './search/engine.js';
-import { SqlResourceStore } from './storage/sql-resource-store.js';
-import { validateResource } from './validation/validate.js';
 import { VERSION } from './version.js';
 
 export interface AppParts {
@@ -73,15 +71,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     });
   }
 
-  const search = createSearchEngine(db, definitions, config);
-  const services: FhirServices = {
-    config,
-    store: new SqlResourceStore(db, [search.indexWriter]),
-    search,
-    types: definitions,
-    validate: (resource) => validateResource(resource, definitions),
-    baseUrl: `${config.publicUrl}/fhir`,
-  };
+  const services = createFhirServices(config, db, definitions);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
@@ -95,6 +85,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   await auth.registerRoutes(app);
   await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
+  await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];

@@ -91,6 +91,18 @@ const SKIPPED_CONSTRAINT_KEYS: Record<string, string> = {
   'txt-2': 'uses htmlChecks(), which needs an XHTML parser',
 };
 
+/**
+ * Invariants that compare two date/dateTime/instant elements. Without schemas the FHIRPath engine sees their
+ * values as strings and compares them as text, which gets time zones wrong (`01:52-04:00` is before
+ * `01:07-05:00`); `toDateTime()` makes it compare instants, with FHIRPath's precision rules.
+ */
+const DATE_COMPARISON_FIXES: Record<string, string> = {
+  'per-1': 'start.hasValue().not() or end.hasValue().not() or (start.toDateTime() <= end.toDateTime())',
+  'mdd-1': 'whenHandedOver.empty() or whenPrepared.empty() or whenHandedOver.toDateTime() >= whenPrepared.toDateTime()',
+  'inv-1':
+    'lastModified.exists().not() or authoredOn.exists().not() or lastModified.toDateTime() >= authoredOn.toDateTime()',
+};
+
 /** Where a value set lists more codes than this, we do not copy it: its binding is recorded as unchecked. */
 const MAX_VALUE_SET_CODES = 5000;
 
@@ -268,7 +280,7 @@ function compileConstraints(
       skipped.push({ key: c.key, context, reason });
       continue;
     }
-    result.push({ key: c.key, human: c.human, expression: c.expression });
+    result.push({ key: c.key, human: c.human, expression: DATE_COMPARISON_FIXES[c.key] ?? c.expression });
   }
   return result.length ? result : undefined;
 }

@@ -1,0 +1,20 @@
+import type { Config } from '../config.js';
+import type { R4Registry } from '../definitions/registry.js';
+import { createSearchEngine } from '../search/engine.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import { SqlResourceStore } from '../storage/sql-resource-store.js';
+import { validateResource } from '../validation/validate.js';
+import type { FhirServices } from './services.js';
+
+/** The FHIR layer's services on one database: what the HTTP API and the import command both write through. */
+export function createFhirServices(config: Config, db: SqlDatabase, definitions: R4Registry): FhirServices {
+  const search = createSearchEngine(db, definitions, config);
+  return {
+    config,
+    store: new SqlResourceStore(db, [search.indexWriter]),
+    search,
+    types: definitions,
+    validate: (resource) => validateResource(resource, definitions),
+    baseUrl: `${config.publicUrl}/fhir`,
+  };
+}

@@ -1,0 +1,207 @@
+// Bulk loading (`ambient-fhir import`): transaction and batch Bundles and NDJSON files go through the
+// same write path as the API, the transaction interaction, so every resource is validated, indexed and
+// versioned, urn:uuid fullUrls become ids, and conditional references (`Practitioner?identifier=...`)
+// are resolved by search.
+import { ADMINISTRATOR } from '../auth/administrator.js';
+import { AppError } from '../errors.js';
+import { bundleInteraction } from '../fhir/interactions/transaction.js';
+import type { FhirRequest, FhirServices } from '../fhir/services.js';
+import { readJsonText, readLines } from './sources.js';
+import type { SourceFile } from './sources.js';
+
+export interface ImportFailure {
+  readonly file: string;
+  /** The NDJSON line, or the Bundle entry (0-based), that failed. */
+  readonly line?: number;
+  readonly entry?: number;
+  readonly reason: string;
+}
+
+export interface ImportSummary {
+  files: number;
+  resources: number;
+  seconds: number;
+  failures: ImportFailure[];
+}
+
+export interface ImportProgress {
+  readonly file: string;
+  readonly filesDone: number;
+  readonly filesTotal: number;
+  readonly resources: number;
+}
+
+type Json = Record<string, unknown>;
+type Entry = { fullUrl?: string; resource?: Json; request: { method: string; url: string } };
+interface ResponseEntry {
+  response?: { status?: string; outcome?: { issue?: { diagnostics?: string }[] } };
+}
+
+function reasonOf(error: unknown): string {
+  if (error instanceof AppError) {
+    const details = (error.options.issues ?? [])
+      .slice(1, 4)
+      .map((i) => i.diagnostics)
+      .filter(Boolean);
+    return [error.message, ...details].join('; ');
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** NDJSON resources keep their ids (PUT, an upsert): bulk exports refer to each other by those ids. */
+function entryFor(resource: Json): Entry {
+  const type = String(resource.resourceType);
+  return typeof resource.id === 'string'
+    ? { resource, request: { method: 'PUT', url: `${type}/${resource.id}` } }
+    : { resource, request: { method: 'POST', url: type } };
+}
+
+export class Importer {
+  private readonly request: FhirRequest;
+
+  constructor(
+    services: FhirServices,
+    private readonly chunkSize = 250,
+  ) {
+    this.request = { services, principal: ADMINISTRATOR };
+  }
+
+  async importFiles(
+    files: readonly SourceFile[],
+    onProgress?: (progress: ImportProgress) => void,
+  ): Promise<ImportSummary> {
+    const started = performance.now();
+    const summary: ImportSummary = { files: 0, resources: 0, seconds: 0, failures: [] };
+    for (const file of files) {
+      const before = summary.resources;
+      const report = () =>
+        onProgress?.({
+          file: file.path,
+          filesDone: summary.files,
+          filesTotal: files.length,
+          resources: summary.resources,
+        });
+      report();
+      if (file.kind === 'ndjson') await this.importNdjson(file.path, summary, report);
+      else await this.importJson(file.path, summary);
+      summary.files++;
+      if (summary.resources !== before) report();
+    }
+    summary.seconds = (performance.now() - started) / 1000;
+    return summary;
+  }
+
+  private async importJson(path: string, summary: ImportSummary): Promise<void> {
+    let document: Json;
+    try {
+      document = JSON.parse(readJsonText(path)) as Json;
+    } catch (error) {
+      summary.failures.push({ file: path, reason: `not JSON: ${(error as Error).message}` });
+      return;
+    }
+    if (document.resourceType !== 'Bundle' || (document.type !== 'transaction' && document.type !== 'batch')) {
+      // A single resource, or a Bundle of another kind (collection, searchset): load what it holds.
+      const resources =
+        document.resourceType === 'Bundle'
+          ? ((document.entry as { resource?: Json }[] | undefined) ?? []).flatMap((e) =>
+              e.resource ? [e.resource] : [],
+            )
+          : [document];
+      await this.writeBatch(path, resources.map(entryFor), summary, (entry) => ({ entry }));
+      return;
+    }
+    try {
+      const response = await bundleInteraction(this.request, document, { returnResources: false });
+      this.count(path, response.body, summary, (entry) => ({ entry }));
+    } catch (error) {
+      summary.failures.push({ file: path, reason: reasonOf(error) });
+    }
+  }
+
+  private async importNdjson(path: string, summary: ImportSummary, report: () => void): Promise<void> {
+    let chunk: { line: number; entry: Entry }[] = [];
+    const flush = async () => {
+      if (chunk.length === 0) return;
+      const lines = chunk;
+      chunk = [];
+      try {
+        const response = await bundleInteraction(
+          this.request,
+          { resourceType: 'Bundle', type: 'transaction', entry: lines.map((l) => l.entry) },
+          { returnResources: false },
+        );
+        this.count(path, response.body, summary, (entry) => ({ line: lines[entry].line }));
+      } catch {
+        // One bad line fails its whole transaction: load the lines one by one to find it and keep the rest.
+        await this.writeBatch(
+          path,
+          lines.map((l) => l.entry),
+          summary,
+          (entry) => ({ line: lines[entry].line }),
+        );
+      }
+      report();
+    };
+    for await (const { line, text } of readLines(path)) {
+      let resource: Json;
+      try {
+        resource = JSON.parse(text) as Json;
+      } catch (error) {
+        summary.failures.push({ file: path, line, reason: `not JSON: ${(error as Error).message}` });
+        continue;
+      }
+      if (!resource || typeof resource !== 'object' || typeof resource.resourceType !== 'string') {
+        summary.failures.push({ file: path, line, reason: 'not a FHIR resource (no resourceType)' });
+        continue;
+      }
+      chunk.push({ line, entry: entryFor(resource) });
+      if (chunk.length >= Math.min(this.chunkSize, this.request.services.config.maxBundleEntries)) await flush();
+    }
+    await flush();
+  }
+
+  /** Entries as a batch: each succeeds or fails on its own. */
+  private async writeBatch(
+    path: string,
+    entries: Entry[],
+    summary: ImportSummary,
+    where: (entry: number) => Partial<ImportFailure>,
+  ) {
+    const max = this.request.services.config.maxBundleEntries;
+    for (let start = 0; start < entries.length; start += max) {
+      const slice = entries.slice(start, start + max);
+      try {
+        const response = await bundleInteraction(
+          this.request,
+          { resourceType: 'Bundle', type: 'batch', entry: slice },
+          { returnResources: false },
+        );
+        this.count(path, response.body, summary, (entry) => where(start + entry));
+      } catch (error) {
+        summary.failures.push({ file: path, reason: reasonOf(error) });
+      }
+    }
+  }
+
+  /** Counts the written entries of a batch/transaction response and records the failed ones. */
+  private count(
+    path: string,
+    body: unknown,
+    summary: ImportSummary,
+    where: (entry: number) => Partial<ImportFailure>,
+  ): void {
+    const bundle = (typeof body === 'string' ? JSON.parse(body) : body) as { entry?: ResponseEntry[] };
+    (bundle.entry ?? []).forEach((entry, index) => {
+      const status = entry.response?.status ?? '';
+      if (/^20[01]/.test(status)) summary.resources++;
+      else if (!/^2/.test(status)) {
+        const reason =
+          entry.response?.outcome?.issue
+            ?.map((i) => i.diagnostics)
+            .filter(Boolean)
+            .join('; ') ?? status;
+        summary.failures.push({ file: path, ...where(index), reason: `${status}: ${reason}` });
+      }
+    });
+  }
+}

@@ -35,6 +35,8 @@ export const ERROR_CATALOG = {
   'method-not-allowed': { status: 405, issueType: 'not-supported', oauthError: 'invalid_request' },
   'not-acceptable': { status: 406, issueType: 'not-supported', oauthError: 'invalid_request' },
   'version-conflict': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
+  'referenced-by-others': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
+  'reference-not-found': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
   'payload-too-large': { status: 413, issueType: 'too-long', oauthError: 'invalid_request' },

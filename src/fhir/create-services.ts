@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { createSearchEngine } from '../search/engine.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
+import { LinkWriter } from '../storage/link-writer.js';
 import { SqlResourceStore } from '../storage/sql-resource-store.js';
 import { validateResource } from '../validation/validate.js';
 import type { FhirServices } from './services.js';
@@ -11,7 +12,12 @@ export function createFhirServices(config: Config, db: SqlDatabase, definitions:
   const search = createSearchEngine(db, definitions, config);
   return {
     config,
-    store: new SqlResourceStore(db, [search.indexWriter]),
+    store: new SqlResourceStore(
+      db,
+      [search.indexWriter, new LinkWriter(`${config.publicUrl}/fhir`)],
+      Date.now,
+      config.referentialIntegrity,
+    ),
     search,
     types: definitions,
     validate: (resource) => validateResource(resource, definitions),

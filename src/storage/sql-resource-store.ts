@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
+import { checkReferentialIntegrity, WriteSet } from './referential-integrity.js';
 import { SerializationError, UniqueViolationError } from './sql/database.js';
 import type { SqlDatabase, SqlExecutor } from './sql/database.js';
 import type {
@@ -72,16 +73,35 @@ export class SqlResourceStore implements ResourceStore {
     private readonly db: SqlDatabase | SqlExecutor,
     private readonly indexWriters: readonly IndexWriter[] = [],
     private readonly clock: () => number = Date.now,
+    /** AMBIENT_REFERENTIAL_INTEGRITY: check references before each transaction commits. */
+    private readonly referentialIntegrity = false,
+    /** For a store bound to an open transaction: what that transaction has written so far. */
+    private readonly writes?: WriteSet,
   ) {}
 
   async transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (!('transaction' in this.db)) return fn(this, this.db);
-    return this.writeWithRetry((tx) => fn(new SqlResourceStore(tx, this.indexWriters, this.clock), tx));
+    return this.writeWithRetry(async (tx) => {
+      const writes = new WriteSet();
+      const result = await fn(
+        new SqlResourceStore(tx, this.indexWriters, this.clock, this.referentialIntegrity, writes),
+        tx,
+      );
+      if (this.referentialIntegrity) await checkReferentialIntegrity(tx, writes);
+      return result;
+    });
+  }
+
+  /** Runs one write: in the open transaction, or in a new one (with its own integrity check). */
+  private write<T>(fn: (tx: SqlExecutor, writes: WriteSet) => Promise<T>): Promise<T> {
+    const db = this.db;
+    if (!('transaction' in db)) return fn(db, this.writes ?? new WriteSet());
+    return this.transaction((_store, tx) => fn(tx, (_store as SqlResourceStore).writes!));
   }
 
   async create(resource: FhirResource, options: { id?: string } = {}): Promise<WriteResult> {
     const id = options.id ?? randomUUID();
-    return this.writeWithRetry(async (tx) => this.insertNew(tx, resource, id));
+    return this.write((tx, writes) => this.insertNew(tx, writes, resource, id));
   }
 
   async read(type: string, id: string, options: { lock?: boolean } = {}): Promise<CurrentResource | undefined> {
@@ -114,13 +134,13 @@ export class SqlResourceStore implements ResourceStore {
   }
 
   async update(resource: FhirResource & { id: string }, options: UpdateOptions = {}): Promise<WriteResult> {
-    return this.writeWithRetry(async (tx) => {
+    return this.write(async (tx, writes) => {
       const current = await this.lockCurrent(tx, resource.resourceType, resource.id);
       if (!current) {
         if (options.ifMatch !== undefined) {
           throw new AppError('precondition-failed', `${resource.resourceType}/${resource.id} does not exist`);
         }
-        return this.insertNew(tx, resource, resource.id);
+        return this.insertNew(tx, writes, resource, resource.id);
       }
       if (options.ifMatch !== undefined && options.ifMatch !== current.version) {
         throw new AppError(
@@ -128,13 +148,13 @@ export class SqlResourceStore implements ResourceStore {
           `Version conflict: If-Match names version ${options.ifMatch}, the current version is ${current.version}`,
         );
       }
-      const stored = await this.writeVersion(tx, current, 'update', resource);
+      const stored = await this.writeVersion(tx, writes, current, 'update', resource);
       return { stored, created: current.deleted === 1 };
     });
   }
 
   async delete(type: string, id: string): Promise<StoredVersion | undefined> {
-    return this.writeWithRetry(async (tx) => {
+    return this.write(async (tx, writes) => {
       const current = await this.lockCurrent(tx, type, id);
       if (!current) return undefined;
       if (current.deleted === 1) {
@@ -147,7 +167,7 @@ export class SqlResourceStore implements ResourceStore {
           content: null,
         };
       }
-      return this.writeVersion(tx, current, 'delete', null);
+      return this.writeVersion(tx, writes, current, 'delete', null);
     });
   }
 
@@ -196,13 +216,14 @@ export class SqlResourceStore implements ResourceStore {
     return row;
   }
 
-  private async insertNew(tx: SqlExecutor, resource: FhirResource, id: string): Promise<WriteResult> {
+  private async insertNew(tx: SqlExecutor, writes: WriteSet, resource: FhirResource, id: string): Promise<WriteResult> {
     const now = this.clock();
     const content = serializeResource(resource, id, 1, now);
     const [row] = await tx.query<{ pk: number }>(
       'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
       [resource.resourceType, id, now, content],
     );
+    writes.written.add(row.pk);
     await this.appendHistory(tx, row.pk, resource.resourceType, id, 1, now, 'create', content);
     await this.updateIndexes(tx, row.pk, resource.resourceType, JSON.parse(content) as FhirResource);
     const stored: StoredVersion = {
@@ -218,6 +239,7 @@ export class SqlResourceStore implements ResourceStore {
 
   private async writeVersion(
     tx: SqlExecutor,
+    writes: WriteSet,
     current: ResourceRow,
     operation: 'update' | 'delete',
     resource: FhirResource | null,
@@ -233,6 +255,8 @@ export class SqlResourceStore implements ResourceStore {
       content,
       current.pk,
     ]);
+    if (resource) writes.written.add(current.pk);
+    else writes.deleted.push({ type: current.type, id: current.id });
     await this.appendHistory(tx, current.pk, current.type, current.id, version, now, operation, content);
     await this.updateIndexes(tx, current.pk, current.type, content ? (JSON.parse(content) as FhirResource) : null);
     return { type: current.type, id: current.id, versionId: version, lastUpdated: now, operation, content };

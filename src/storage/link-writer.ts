@@ -1,0 +1,41 @@
+// Keeps resource_link in step with every write: the local references (`Type/id`, or absolute on our own
+// base) of the current version of each resource. Contained (`#x`), urn: and external references are
+// not links to resources of this server.
+import type { SqlExecutor } from './sql/database.js';
+import type { FhirResource, IndexWriter } from './store.js';
+
+/** The `Type/id` pairs a resource refers to on this server, each once. */
+export function localReferences(resource: FhirResource, baseUrl: string): { type: string; id: string }[] {
+  const seen = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) return value.forEach(visit);
+    if (!value || typeof value !== 'object') return;
+    for (const [key, child] of Object.entries(value as Record<string, unknown>)) {
+      if (key === 'reference' && typeof child === 'string') {
+        const relative = child.startsWith(`${baseUrl}/`) ? child.slice(baseUrl.length + 1) : child;
+        const match = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(\/_history\/[^/]+)?$/.exec(relative);
+        if (match) seen.add(`${match[1]}/${match[2]}`);
+      } else if (child && typeof child === 'object') visit(child);
+    }
+  };
+  visit(resource);
+  return [...seen].map((ref) => {
+    const slash = ref.indexOf('/');
+    return { type: ref.slice(0, slash), id: ref.slice(slash + 1) };
+  });
+}
+
+export class LinkWriter implements IndexWriter {
+  constructor(private readonly baseUrl: string) {}
+
+  async write(tx: SqlExecutor, pk: number, _type: string, resource: FhirResource | null): Promise<void> {
+    await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
+    if (!resource) return;
+    const links = localReferences(resource, this.baseUrl);
+    if (links.length === 0) return;
+    await tx.execute(
+      `INSERT INTO resource_link (source_pk, target_type, target_id) VALUES ${links.map(() => '(?, ?, ?)').join(', ')}`,
+      links.flatMap((link) => [pk, link.type, link.id]),
+    );
+  }
+}

@@ -28,8 +28,14 @@ export function localReferences(resource: FhirResource, baseUrl: string): { type
 export class LinkWriter implements IndexWriter {
   constructor(private readonly baseUrl: string) {}
 
-  async write(tx: SqlExecutor, pk: number, _type: string, resource: FhirResource | null): Promise<void> {
-    await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
+  async write(
+    tx: SqlExecutor,
+    pk: number,
+    _type: string,
+    resource: FhirResource | null,
+    isNew: boolean,
+  ): Promise<void> {
+    if (!isNew) await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
     if (!resource) return;
     const links = localReferences(resource, this.baseUrl);
     if (links.length === 0) return;

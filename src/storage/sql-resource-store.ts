@@ -225,7 +225,7 @@ export class SqlResourceStore implements ResourceStore {
     );
     writes.written.add(row.pk);
     await this.appendHistory(tx, row.pk, resource.resourceType, id, 1, now, 'create', content);
-    await this.updateIndexes(tx, row.pk, resource.resourceType, JSON.parse(content) as FhirResource);
+    await this.updateIndexes(tx, row.pk, resource.resourceType, JSON.parse(content) as FhirResource, true);
     const stored: StoredVersion = {
       type: resource.resourceType,
       id,
@@ -258,7 +258,13 @@ export class SqlResourceStore implements ResourceStore {
     if (resource) writes.written.add(current.pk);
     else writes.deleted.push({ type: current.type, id: current.id });
     await this.appendHistory(tx, current.pk, current.type, current.id, version, now, operation, content);
-    await this.updateIndexes(tx, current.pk, current.type, content ? (JSON.parse(content) as FhirResource) : null);
+    await this.updateIndexes(
+      tx,
+      current.pk,
+      current.type,
+      content ? (JSON.parse(content) as FhirResource) : null,
+      false,
+    );
     return { type: current.type, id: current.id, versionId: version, lastUpdated: now, operation, content };
   }
 
@@ -278,8 +284,14 @@ export class SqlResourceStore implements ResourceStore {
     );
   }
 
-  private async updateIndexes(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void> {
-    for (const writer of this.indexWriters) await writer.write(tx, pk, type, resource);
+  private async updateIndexes(
+    tx: SqlExecutor,
+    pk: number,
+    type: string,
+    resource: FhirResource | null,
+    isNew: boolean,
+  ): Promise<void> {
+    for (const writer of this.indexWriters) await writer.write(tx, pk, type, resource, isNew);
   }
 
   /**

@@ -58,7 +58,8 @@ export interface HistoryPage {
  * and its index rows are committed together or not at all (the search engine plugs in here).
  */
 export interface IndexWriter {
-  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void>;
+  /** `isNew`: the resource row was just inserted, so it has no index rows to remove yet. */
+  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null, isNew: boolean): Promise<void>;
 }
 
 export interface UpdateOptions {

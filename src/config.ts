@@ -83,7 +83,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   };
 
   /** AMBIENT_LLM_* / AMBIENT_STT_*: an engine when <prefix>_URL is set. */
-  const engine = (prefix: string, defaultModel: string | undefined, defaultTimeoutMs: number): EngineConfig | undefined => {
+  const engine = (
+    prefix: string,
+    defaultModel: string | undefined,
+    defaultTimeoutMs: number,
+  ): EngineConfig | undefined => {
     const url = (env[`${prefix}_URL`] ?? '').trim().replace(/\/+$/, '');
     const timeoutMs = integer(`${prefix}_TIMEOUT_MS`, defaultTimeoutMs, 100, 3_600_000);
     const maxRetries = integer(`${prefix}_MAX_RETRIES`, 2, 0, 10);
@@ -96,7 +100,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     }
     const model = (env[`${prefix}_MODEL`] ?? '').trim() || defaultModel;
     if (model === undefined) problems.push(`${prefix}_MODEL must be set when ${prefix}_URL is`);
-    return Object.freeze({ url, model: model ?? '', apiKey: env[`${prefix}_API_KEY`] || undefined, timeoutMs, maxRetries });
+    return Object.freeze({
+      url,
+      model: model ?? '',
+      apiKey: env[`${prefix}_API_KEY`] || undefined,
+      timeoutMs,
+      maxRetries,
+    });
   };
 
   const host = env.HOST || '127.0.0.1';

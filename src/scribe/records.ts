@@ -1,0 +1,210 @@
+// Scribe records: the one place that reads and writes `scribe_record` and `scribe_audio`. A record is
+// created together with its job (one transaction, so no record is ever without a job); the job processor
+// completes or fails it, again together with its job (queue.ts).
+import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import type { AudioInput, NoteSection } from './engines/engine.js';
+import type { Submission } from './input.js';
+import { enqueueJob } from './queue.js';
+
+export type ScribeStatus = 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
+
+export interface ScribeNote {
+  readonly templateId: number;
+  readonly templateName: string;
+  readonly sections: readonly NoteSection[];
+  /** `DocumentReference/<id>`: where the note was filed. */
+  readonly documentReference: string;
+}
+
+export interface ScribeRecord {
+  readonly id: number;
+  readonly accountId: string;
+  readonly status: ScribeStatus;
+  readonly submittedAt: string;
+  readonly completedAt: string | null;
+  readonly patientName: string | null;
+  readonly dateOfService: string | null;
+  readonly additionalContext: Record<string, unknown> | null;
+  readonly patient: string | null;
+  readonly encounter: string | null;
+  readonly templateIds: readonly number[];
+  readonly transcripts: readonly string[];
+  readonly notes: readonly ScribeNote[];
+  readonly error: string | null;
+}
+
+interface RecordRow {
+  id: number;
+  account_id: string;
+  status: ScribeStatus;
+  submitted_at: string;
+  completed_at: string | null;
+  patient_name: string | null;
+  date_of_service: string | null;
+  additional_context: string | null;
+  patient: string | null;
+  encounter: string | null;
+  template_ids: string;
+  transcripts: string;
+  notes: string | null;
+  error: string | null;
+}
+
+const COLUMNS =
+  'id, account_id, status, submitted_at, completed_at, patient_name, date_of_service, additional_context, patient, encounter, template_ids, transcripts, notes, error';
+
+function fromRow(row: RecordRow): ScribeRecord {
+  return {
+    id: Number(row.id),
+    accountId: row.account_id,
+    status: row.status,
+    submittedAt: row.submitted_at,
+    completedAt: row.completed_at,
+    patientName: row.patient_name,
+    dateOfService: row.date_of_service,
+    additionalContext:
+      row.additional_context === null ? null : (JSON.parse(row.additional_context) as Record<string, unknown>),
+    patient: row.patient,
+    encounter: row.encounter,
+    templateIds: JSON.parse(row.template_ids) as number[],
+    transcripts: JSON.parse(row.transcripts) as string[],
+    notes: row.notes === null ? [] : (JSON.parse(row.notes) as ScribeNote[]),
+    error: row.error,
+  };
+}
+
+/** A record as the API answers it (CONTRACT.md "Scribe"). */
+export function recordJson(record: ScribeRecord): Record<string, unknown> {
+  return {
+    scribe_id: record.id,
+    status: record.status,
+    submitted_at: record.submittedAt,
+    completed_at: record.completedAt,
+    patient_name: record.patientName,
+    date_of_service: record.dateOfService,
+    additional_context: record.additionalContext,
+    patient: record.patient,
+    encounter: record.encounter,
+    template_ids: record.templateIds,
+    transcripts: record.transcripts,
+    notes: record.notes.map((note) => ({
+      template_id: note.templateId,
+      template_name: note.templateName,
+      sections: note.sections.map((s) => ({ title: s.title, text: s.text })),
+      document_reference: note.documentReference,
+    })),
+    error: record.error,
+  };
+}
+
+export interface RecordPage {
+  readonly records: ScribeRecord[];
+  /** The id the next (older) page starts below, when there is one. */
+  readonly nextBefore?: number;
+}
+
+export class ScribeRecords {
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly clock: () => Date = () => new Date(),
+  ) {}
+
+  /** Stores a new IN_PROGRESS record, its audio and its job, in one transaction. */
+  async submit(accountId: string, submission: Submission): Promise<ScribeRecord> {
+    const now = this.clock();
+    return this.db.transaction(async (tx) => {
+      const [row] = await tx.query<RecordRow>(
+        `INSERT INTO scribe_record (account_id, status, submitted_at, patient_name, date_of_service, additional_context,
+           patient, encounter, template_ids, transcripts)
+         VALUES (?, 'IN_PROGRESS', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+        [
+          accountId,
+          now.toISOString(),
+          submission.patientName ?? null,
+          submission.dateOfService ?? null,
+          submission.additionalContext === undefined ? null : JSON.stringify(submission.additionalContext),
+          submission.patient ?? null,
+          submission.encounter ?? null,
+          JSON.stringify(submission.templateIds),
+          JSON.stringify(submission.transcripts),
+        ],
+      );
+      const record = fromRow(row);
+      for (const [position, file] of submission.audio.entries()) {
+        await tx.execute(
+          'INSERT INTO scribe_audio (record_id, position, filename, content_type, data) VALUES (?, ?, ?, ?, ?)',
+          [record.id, position, file.filename, file.contentType, file.data.toString('base64')],
+        );
+      }
+      await enqueueJob(tx, record.id, now.getTime());
+      return record;
+    });
+  }
+
+  /** Any record, for the job processor. */
+  async get(id: number): Promise<ScribeRecord | undefined> {
+    if (!Number.isSafeInteger(id)) return undefined;
+    const [row] = await this.db.query<RecordRow>(`SELECT ${COLUMNS} FROM scribe_record WHERE id = ?`, [id]);
+    return row ? fromRow(row) : undefined;
+  }
+
+  /** A record of this account; another account's record is as absent as one that never existed. */
+  async getOwned(id: number, accountId: string): Promise<ScribeRecord | undefined> {
+    if (!Number.isSafeInteger(id)) return undefined;
+    const [row] = await this.db.query<RecordRow>(
+      `SELECT ${COLUMNS} FROM scribe_record WHERE id = ? AND account_id = ?`,
+      [id, accountId],
+    );
+    return row ? fromRow(row) : undefined;
+  }
+
+  /** The account's records, newest (highest id) first, strictly below `before` when given. */
+  async list(accountId: string, limit: number, before?: number): Promise<RecordPage> {
+    const rows = await this.db.query<RecordRow>(
+      `SELECT ${COLUMNS} FROM scribe_record WHERE account_id = ?${before === undefined ? '' : ' AND id < ?'}
+        ORDER BY id DESC LIMIT ?`,
+      before === undefined ? [accountId, limit + 1] : [accountId, before, limit + 1],
+    );
+    const records = rows.slice(0, limit).map(fromRow);
+    return {
+      records,
+      nextBefore: rows.length > limit ? records[records.length - 1].id : undefined,
+    };
+  }
+
+  /** The record's audio files, in upload order (none once they have been transcribed). */
+  async audio(recordId: number): Promise<AudioInput[]> {
+    const rows = await this.db.query<{ filename: string; content_type: string; data: string }>(
+      'SELECT filename, content_type, data FROM scribe_audio WHERE record_id = ? ORDER BY position',
+      [recordId],
+    );
+    return rows.map((r) => ({
+      filename: r.filename,
+      contentType: r.content_type,
+      data: Buffer.from(r.data, 'base64'),
+    }));
+  }
+}
+
+/** Inside the job's completing transaction: the notes, the transcripts (with those of the audio), done. */
+export async function markCompleted(
+  tx: SqlExecutor,
+  recordId: number,
+  result: { transcripts: readonly string[]; notes: readonly ScribeNote[]; completedAt: string },
+): Promise<void> {
+  await tx.execute(
+    `UPDATE scribe_record SET status = 'COMPLETED', completed_at = ?, transcripts = ?, notes = ?, error = NULL WHERE id = ?`,
+    [result.completedAt, JSON.stringify(result.transcripts), JSON.stringify(result.notes), recordId],
+  );
+  await tx.execute('DELETE FROM scribe_audio WHERE record_id = ?', [recordId]);
+}
+
+/** Inside the job's failing transaction: FAILED with the reason; the audio is not kept. */
+export async function markFailed(tx: SqlExecutor, recordId: number, error: string, failedAt: string): Promise<void> {
+  await tx.execute(`UPDATE scribe_record SET status = 'FAILED', completed_at = ?, error = ? WHERE id = ?`, [
+    failedAt,
+    error,
+    recordId,
+  ]);
+  await tx.execute('DELETE FROM scribe_audio WHERE record_id = ?', [recordId]);
+}

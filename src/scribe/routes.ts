@@ -1,0 +1,350 @@
+// The scribe records API (CONTRACT.md "Scribe"), as one encapsulated Fastify plugin: the routes, their
+// body parsers (multipart lives only here), and the worker pool, started when the app is ready and stopped
+// (its jobs given back to the queue) when it closes. Errors have the OAuth shape, as on every /v1/ path.
+import multipart from '@fastify/multipart';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { auditAccess } from '../auth/audit.js';
+import type { Authenticator, Principal } from '../auth/principal.js';
+import { AppError } from '../errors.js';
+import type { FhirServices } from '../fhir/services.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import type { AudioInput } from './engines/engine.js';
+import { createEngines } from './engines/index.js';
+import type { Engines } from './engines/index.js';
+import { fieldName, fieldsFromJson, parseSubmission, SUBMISSION_LIMITS } from './input.js';
+import type { FieldValues, Submission } from './input.js';
+import { ScribeProcessor } from './processor.js';
+import { JobQueue } from './queue.js';
+import { markFailed, recordJson, ScribeRecords } from './records.js';
+import { recordSchema, submittedSchema, templateListSchema, templateSchema, recordListSchema } from './schemas.js';
+import { templateJson, TemplateStore } from './templates.js';
+import { WorkerPool } from './worker-pool.js';
+
+export const SCRIBE_PATH = '/v1/ambient/api/scribe';
+export const TEMPLATES_PATH = '/v1/ambient/api/templates';
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+export interface ScribeRoutesOptions {
+  readonly services: FhirServices;
+  readonly authenticator: Authenticator;
+  readonly db: SqlDatabase;
+  /** Engines other than the configuration's (tests). */
+  readonly engines?: Engines;
+}
+
+type ScribeScope = 'scribe.read' | 'scribe.write';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The list's cursor: the id the next page starts below, opaque to clients. */
+export function encodeCursor(before: number): string {
+  return Buffer.from(`before:${before}`).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): number | undefined {
+  const match = /^before:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  return match ? Number(match[1]) : undefined;
+}
+
+function isAudio(file: AudioInput): boolean {
+  const type = file.contentType.toLowerCase();
+  return (
+    type.startsWith('audio/') ||
+    type === 'video/webm' ||
+    type === 'video/mp4' ||
+    type === 'application/ogg' ||
+    (type === 'application/octet-stream' &&
+      /\.(mp3|mp4|mpeg|mpga|m4a|wav|webm|ogg|oga|flac|aac|opus)$/i.test(file.filename))
+  );
+}
+
+/** A client-given name without control characters (stored as TEXT, shown in messages), cut to `max`. */
+function printable(value: string | undefined, max: number): string {
+  // eslint-disable-next-line no-control-regex
+  return (value ?? '').replace(/[\u0000-\u001f\u007f]/g, '').slice(0, max);
+}
+
+/** A multipart/form-data body: text parts become field values (repeated names give several), files audio. */
+async function readMultipart(
+  request: FastifyRequest,
+  maxBytes: number,
+): Promise<{ fields: FieldValues; audio: AudioInput[] }> {
+  const fields: FieldValues = new Map();
+  const audio: AudioInput[] = [];
+  const add = (name: string, value: unknown) => fields.set(name, [...(fields.get(name) ?? []), value]);
+  let total = 0;
+  try {
+    for await (const part of request.parts()) {
+      const name = fieldName(part.fieldname);
+      if (part.type === 'file') {
+        const data = await part.toBuffer();
+        total += data.length;
+        if (name === 'audio_files') {
+          audio.push({
+            filename: printable(part.filename, 200) || `audio-${audio.length + 1}`,
+            contentType: printable(part.mimetype, 100) || 'application/octet-stream',
+            data,
+          });
+        } else {
+          // `curl -F transcripts=@visit.txt`: a text file is the field's value.
+          try {
+            add(name, utf8.decode(data));
+          } catch {
+            throw new AppError(
+              'bad-request',
+              `Invalid scribe request: ${name}: the file ${part.filename} is not UTF-8 text`,
+            );
+          }
+        }
+      } else {
+        if (part.valueTruncated)
+          throw new AppError('payload-too-large', `${name}: the field is larger than the server accepts`);
+        total += typeof part.value === 'string' ? Buffer.byteLength(part.value) : 0;
+        add(name, part.value);
+      }
+      if (total > maxBytes)
+        throw new AppError('payload-too-large', 'The request body is larger than the server accepts');
+    }
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'FST_REQ_FILE_TOO_LARGE') {
+      throw new AppError('payload-too-large', 'audio_files: a file is larger than the server accepts');
+    }
+    if (code === 'FST_PARTS_LIMIT' || code === 'FST_FILES_LIMIT' || code === 'FST_FIELDS_LIMIT') {
+      throw new AppError('payload-too-large', 'The form has more parts than the server accepts');
+    }
+    if (code === 'FST_PROTO_VIOLATION')
+      throw new AppError('bad-request', 'Invalid scribe request: a field name is not allowed');
+    throw error;
+  }
+  audio.forEach((file, i) => {
+    if (!isAudio(file)) {
+      throw new AppError(
+        'bad-request',
+        `Invalid scribe request: audio_files[${i}] (${file.filename}): ${file.contentType} is not an audio type (audio/*, video/webm, video/mp4)`,
+      );
+    }
+  });
+  return { fields, audio };
+}
+
+/** An application/x-www-form-urlencoded body (repeated fields arrive as arrays). */
+function fieldsFromForm(body: unknown): FieldValues {
+  const fields: FieldValues = new Map();
+  for (const [name, value] of Object.entries((body ?? {}) as Record<string, unknown>)) {
+    const key = fieldName(name);
+    fields.set(key, [...(fields.get(key) ?? []), ...(Array.isArray(value) ? value : [value])]);
+  }
+  return fields;
+}
+
+export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOptions): Promise<void> {
+  const { services, authenticator, db } = options;
+  const config = services.config;
+  const settings = config.scribe;
+  const engines = options.engines ?? createEngines(settings);
+  const templates = new TemplateStore(db);
+  const records = new ScribeRecords(db);
+  const leaseMs = settings.leaseSeconds * 1000;
+  const queue = new JobQueue(db, { leaseMs, maxAttempts: settings.maxAttempts, retryBaseMs: settings.retryBaseMs });
+  const processor = new ScribeProcessor({
+    records,
+    queue,
+    templates,
+    notes: engines.notes,
+    stt: engines.stt,
+    services,
+  });
+  const pool = new WorkerPool(
+    queue,
+    (job, signal) => processor.process(job, signal),
+    (tx, job, reason) => markFailed(tx, job.recordId, reason, new Date().toISOString()),
+    { size: settings.workers, pollMs: settings.pollMs, leaseMs, logger: app.log },
+  );
+  app.addHook('onReady', async () => pool.start());
+  // preClose: before any onClose hook, so the database (closed by app.ts's onClose) is still open to give jobs back.
+  app.addHook('preClose', async () => pool.stop());
+
+  await app.register(multipart, {
+    throwFileSizeLimit: true,
+    limits: {
+      fileSize: config.maxBodyBytes,
+      fieldSize: config.maxBodyBytes,
+      files: SUBMISSION_LIMITS.transcripts + SUBMISSION_LIMITS.audioFiles + 10,
+      fields: 1000,
+      parts: 1200,
+    },
+  });
+  app.addContentTypeParser('*', (_request, _payload, done) =>
+    done(
+      new AppError(
+        'unsupported-media-type',
+        'Send the scribe request as application/json or multipart/form-data (or application/x-www-form-urlencoded)',
+      ),
+    ),
+  );
+  // Records hold health data: no cache may keep them.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    reply.header('Cache-Control', 'no-store');
+    return payload;
+  });
+
+  const principals = new WeakMap<FastifyRequest, Principal>();
+  const guard = (scope: ScribeScope) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const principal = await authenticator.authenticate(request, reply);
+    if (!principal.hasScope(scope)) {
+      throw new AppError('forbidden', `The token's scopes do not include ${scope}, which this request needs`);
+    }
+    principals.set(request, principal);
+  };
+  const principal = (request: FastifyRequest): Principal => principals.get(request)!;
+
+  /** Do the templates and the referenced resources exist (and may the caller read them)? */
+  const checkAgainstStore = async (caller: Principal, submission: Submission): Promise<void> => {
+    const missing = await templates.unknown(submission.templateIds);
+    if (missing.length > 0) {
+      throw new AppError(
+        'unknown-template',
+        `template_ids: no template with id ${missing.join(', ')} (GET ${TEMPLATES_PATH} lists them)`,
+      );
+    }
+    const found: Record<string, Record<string, unknown>> = {};
+    for (const field of ['patient', 'encounter'] as const) {
+      const reference = submission[field];
+      if (!reference) continue;
+      const [type, id] = reference.split('/');
+      if (!caller.canFhir('read', type)) {
+        throw new AppError(
+          'forbidden',
+          `${field}: the token's scopes do not allow reading ${type} (needs system/${type}.r)`,
+        );
+      }
+      const current = await services.store.read(type, id);
+      if (!current || current.deleted || current.content === null) {
+        throw new AppError('bad-request', `Invalid scribe request: ${field}: ${reference} does not exist`);
+      }
+      found[field] = JSON.parse(current.content) as Record<string, unknown>;
+    }
+    // An encounter of another patient would file the note in the wrong chart.
+    const subject = (found.encounter?.subject as { reference?: unknown } | undefined)?.reference;
+    if (
+      submission.patient &&
+      typeof subject === 'string' &&
+      subject.startsWith('Patient/') &&
+      subject !== submission.patient
+    ) {
+      throw new AppError(
+        'bad-request',
+        `Invalid scribe request: encounter: ${submission.encounter} is an encounter of ${subject}, not of ${submission.patient}`,
+      );
+    }
+  };
+
+  app.post(
+    SCRIBE_PATH,
+    { onRequest: guard('scribe.write'), schema: { response: { 202: submittedSchema } } },
+    async (request, reply) => {
+      const caller = principal(request);
+      let fields: FieldValues;
+      let audio: AudioInput[] = [];
+      if (request.isMultipart()) {
+        ({ fields, audio } = await readMultipart(request, config.maxBodyBytes));
+      } else if (
+        (request.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')
+      ) {
+        fields = fieldsFromForm(request.body);
+      } else {
+        fields = fieldsFromJson(request.body);
+      }
+      const submission = parseSubmission(fields, audio, engines.stt !== undefined);
+      await checkAgainstStore(caller, submission);
+      const record = await records.submit(caller.accountId, submission);
+      pool.wake();
+      auditAccess(request, { interaction: 'scribe.submit', ids: [String(record.id)] });
+      return reply
+        .code(202)
+        .header('Location', `${config.publicUrl}${SCRIBE_PATH}/${record.id}`)
+        .send({ scribe_id: record.id, status: record.status, submitted_at: record.submittedAt });
+    },
+  );
+
+  app.get(
+    SCRIBE_PATH,
+    { onRequest: guard('scribe.read'), schema: { response: { 200: recordListSchema } } },
+    async (request, reply) => {
+      const query = request.query as Record<string, unknown>;
+      const one = (name: string): string | undefined => {
+        const value = query[name];
+        return Array.isArray(value) ? String(value[value.length - 1]) : value === undefined ? undefined : String(value);
+      };
+      const limitText = one('limit');
+      const limit = limitText === undefined || limitText === '' ? DEFAULT_PAGE_SIZE : Number(limitText);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE || !/^\d*$/.test(limitText ?? '')) {
+        throw new AppError('bad-request', `limit: must be an integer from 1 to ${MAX_PAGE_SIZE}, got "${limitText}"`);
+      }
+      const cursorText = one('cursor');
+      let before: number | undefined;
+      if (cursorText !== undefined && cursorText !== '') {
+        before = decodeCursor(cursorText);
+        if (before === undefined)
+          throw new AppError('bad-request', 'cursor: not a cursor of this API (pass next_cursor as given)');
+      }
+      const page = await records.list(principal(request).accountId, limit, before);
+      auditAccess(request, { interaction: 'scribe.list', ids: page.records.map((r) => String(r.id)) });
+      return reply.send({
+        items: page.records.map(recordJson),
+        next_cursor: page.nextBefore === undefined ? null : encodeCursor(page.nextBefore),
+      });
+    },
+  );
+
+  app.get(
+    `${SCRIBE_PATH}/:scribe_id`,
+    { onRequest: guard('scribe.read'), schema: { response: { 200: recordSchema } } },
+    async (request, reply) => {
+      const { scribe_id: raw } = request.params as { scribe_id: string };
+      // Unknown, malformed and other accounts' ids all get the same 404: nothing tells them apart.
+      const id = /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
+      const record = Number.isSafeInteger(id) ? await records.getOwned(id, principal(request).accountId) : undefined;
+      if (!record) throw new AppError('scribe-not-found', `No scribe record ${raw}`);
+      auditAccess(request, { interaction: 'scribe.read', ids: [String(record.id)] });
+      return reply.send(recordJson(record));
+    },
+  );
+
+  app.get(
+    TEMPLATES_PATH,
+    { onRequest: guard('scribe.read'), schema: { response: { 200: templateListSchema } } },
+    async (request, reply) => {
+      auditAccess(request, { interaction: 'scribe.templates' });
+      return reply.send({ items: (await templates.list()).map(templateJson) });
+    },
+  );
+
+  app.get(
+    `${TEMPLATES_PATH}/:template_id`,
+    { onRequest: guard('scribe.read'), schema: { response: { 200: templateSchema } } },
+    async (request, reply) => {
+      const { template_id: raw } = request.params as { template_id: string };
+      const template = /^\d{1,9}$/.test(raw) ? await templates.get(Number(raw)) : undefined;
+      if (!template) throw new AppError('resource-not-found', `No template ${raw} (GET ${TEMPLATES_PATH} lists them)`);
+      auditAccess(request, { interaction: 'scribe.template', ids: [String(template.id)] });
+      return reply.send(templateJson(template));
+    },
+  );
+
+  const notAllowed = (url: string, allow: string, methods: ('POST' | 'PUT' | 'PATCH' | 'DELETE')[]) =>
+    app.route({
+      method: methods,
+      url,
+      handler: async () => {
+        throw new AppError('method-not-allowed', `Use ${allow} ${url}`, { headers: { Allow: allow } });
+      },
+    });
+  notAllowed(SCRIBE_PATH, 'GET, POST', ['PUT', 'PATCH', 'DELETE']);
+  notAllowed(`${SCRIBE_PATH}/:scribe_id`, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
+  notAllowed(TEMPLATES_PATH, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
+  notAllowed(`${TEMPLATES_PATH}/:template_id`, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
+}

@@ -39,3 +39,16 @@ describe('invariants that compare dates', () => {
     expect(issues.map((i) => i.diagnostics).join(' ')).toContain('inv-1');
   });
 });
+
+describe('control characters', () => {
+  const registry = loadR4Definitions();
+  it('refuses NUL and other C0 controls in strings, but keeps tabs and line breaks', () => {
+    const issues = (family: string) =>
+      validateResource({ resourceType: 'Patient', name: [{ family }] }, registry).filter((i) => i.severity === 'error');
+    expect(issues('Do\u0000e')).toEqual([
+      expect.objectContaining({ expression: 'Patient.name[0].family', code: 'value' }),
+    ]);
+    expect(issues('Do\u0007e')).toHaveLength(1);
+    expect(issues('Do\te\r\nSmith')).toEqual([]);
+  });
+});

@@ -21,6 +21,9 @@ const MAX_INT32 = 2147483647;
 const MIN_INT32 = -2147483648;
 const MAX_STRING_LENGTH = 1024 * 1024;
 
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTERS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
+
 export class PrimitiveChecker {
   private readonly compiled = new Map<string, CompiledPrimitive>();
 
@@ -43,6 +46,10 @@ export class PrimitiveChecker {
     if (value.length === 0) return error('value', `empty ${type}: a value SHALL NOT be an empty string`);
     if (value.length > (primitive.rule.maxLength ?? MAX_STRING_LENGTH)) {
       return error('value', `${type} is longer than the 1 MB the spec allows (${value.length} characters)`);
+    }
+    // FHIR data must survive XML, where these control characters cannot exist (and PostgreSQL refuses NUL).
+    if (CONTROL_CHARACTERS.test(value)) {
+      return error('value', `${type} contains a control character (U+0000 to U+001F other than tab, CR, LF)`);
     }
     if (type === 'base64Binary') {
       if (!isBase64(value)) return error('value', `${JSON.stringify(truncate(value))} is not valid base64`);

@@ -71,6 +71,15 @@ function translateErrors<T>(fn: () => T): T {
 
 const READ_ONLY_STATEMENT = /^\s*(SELECT|WITH)\b/i;
 
+/** The most transactions one group commit takes: bounds how long the first of them waits. */
+const MAX_GROUP = 64;
+
+interface PendingTransaction {
+  fn: (tx: SqlExecutor) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
 /**
  * SQLite through better-sqlite3. A file database gets two connections: one writer, whose transactions
  * are queued by a mutex (SQLite has one writer anyway), and one reader, which in WAL mode never sees a
@@ -82,6 +91,8 @@ export class SqliteDatabase implements SqlDatabase {
   private readonly writer: ConnectionExecutor;
   private readonly reader: ConnectionExecutor | undefined;
   private readonly writeLock = new Mutex();
+  private readonly pending: PendingTransaction[] = [];
+  private draining = false;
 
   constructor(databaseUrl: string) {
     const fileName = sqliteFileName(databaseUrl);
@@ -98,18 +109,63 @@ export class SqliteDatabase implements SqlDatabase {
     return this.writeLock.run(() => this.writer.execute(sql, params));
   }
 
-  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.writeLock.run(async () => {
-      const connection = this.writer.connection;
-      translateErrors(() => connection.exec('BEGIN IMMEDIATE'));
-      try {
-        const result = await fn(this.writer);
-        connection.exec('COMMIT');
-        return result;
-      } catch (error) {
-        if (connection.inTransaction) connection.exec('ROLLBACK');
-        throw error;
+  /**
+   * Group commit: transactions that arrive while the writer is busy wait in a queue and then run
+   * together, each in its own savepoint, under one BEGIN IMMEDIATE ... COMMIT, so that several writes
+   * share one fsync. A transaction that fails rolls back to its savepoint and leaves the others alone;
+   * each is answered only once the shared COMMIT is on disk.
+   */
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ fn, resolve, reject } as PendingTransaction);
+      if (!this.draining) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    try {
+      while (this.pending.length > 0) {
+        const group = this.pending.splice(0, MAX_GROUP);
+        await this.writeLock.run(() => this.runGroup(group));
       }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async runGroup(group: PendingTransaction[]): Promise<void> {
+    const connection = this.writer.connection;
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    try {
+      translateErrors(() => connection.exec('BEGIN IMMEDIATE'));
+    } catch (error) {
+      for (const item of group) item.reject(error);
+      return;
+    }
+    try {
+      for (const item of group) {
+        connection.exec('SAVEPOINT grouped');
+        try {
+          const value = await item.fn(this.writer);
+          connection.exec('RELEASE grouped');
+          outcomes.push({ ok: true, value });
+        } catch (error) {
+          connection.exec('ROLLBACK TO grouped');
+          connection.exec('RELEASE grouped');
+          outcomes.push({ ok: false, error });
+        }
+      }
+      connection.exec('COMMIT');
+    } catch (error) {
+      if (connection.inTransaction) connection.exec('ROLLBACK');
+      for (const item of group) item.reject(error);
+      return;
+    }
+    group.forEach((item, i) => {
+      const outcome = outcomes[i];
+      if (outcome.ok) item.resolve(outcome.value);
+      else item.reject(outcome.error);
     });
   }
 

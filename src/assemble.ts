@@ -13,7 +13,7 @@ import { openDatabase } from './storage/open-database.js';
 
 export async function assembleApp(config: Config, logger?: Logger): Promise<FastifyInstance> {
   const definitions = loadR4Definitions();
-  const db = openDatabase(config.databaseUrl);
+  const db = openDatabase(config.databaseUrl, config);
   let auth: AuthModule | undefined;
   try {
     await migrate(db);

@@ -22,6 +22,8 @@ export interface Config {
   readonly loginLockoutSeconds: number;
   readonly maxBundleEntries: number;
   readonly referentialIntegrity: boolean;
+  /** SQLite's synchronous pragma: FULL fsyncs every commit (survives power loss), NORMAL survives process crashes. */
+  readonly sqliteSynchronous: 'full' | 'normal';
   /** The scribe records API: job processing and the optional note (LLM) and speech-to-text engines. */
   readonly scribe: ScribeConfig;
 }
@@ -158,6 +160,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     loginLockoutSeconds: integer('AMBIENT_LOGIN_LOCKOUT_SECONDS', 900, 1),
     maxBundleEntries: integer('AMBIENT_MAX_BUNDLE_ENTRIES', 1000, 1),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
+    sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
     scribe: Object.freeze({
       workers: integer('AMBIENT_SCRIBE_WORKERS', 2, 0, 64),
       pollMs: integer('AMBIENT_SCRIBE_POLL_MS', 1000, 10, 3_600_000),
@@ -170,6 +173,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   };
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return Object.freeze(config);
+}
+
+function sqliteSynchronous(raw: string | undefined, problems: string[]): 'full' | 'normal' {
+  const value = (raw ?? 'full').trim().toLowerCase();
+  if (value === 'full' || value === 'normal') return value;
+  problems.push(`AMBIENT_SQLITE_SYNCHRONOUS must be full or normal, got "${raw}"`);
+  return 'full';
 }
 
 /** Hides the password of a database or Redis URL so it can be logged. */

@@ -20,7 +20,12 @@ async function tokenFrom(url: string, username: string, password: string): Promi
   return ((await res.json()) as { access_token: string }).access_token;
 }
 
-describe.each(BACKENDS)('crash safety on %s', (backend) => {
+const CASES = [
+  ...BACKENDS.map((backend) => ({ backend, name: backend, env: {} })),
+  { backend: 'sqlite' as const, name: 'sqlite, synchronous=normal', env: { AMBIENT_SQLITE_SYNCHRONOUS: 'normal' } },
+];
+
+describe.each(CASES)('crash safety on $name', ({ backend, env: extraEnv }) => {
   const databases: TestDatabase[] = [];
   afterAll(async () => {
     for (const db of databases) await db.dispose();
@@ -36,7 +41,7 @@ describe.each(BACKENDS)('crash safety on %s', (backend) => {
     await new AccountStore(db).create({ username, password });
     await db.close();
 
-    const env = { DATABASE_URL: database.url };
+    const env = { DATABASE_URL: database.url, ...extraEnv };
     const first = await startServerProcess(env);
     const token = await tokenFrom(first.url, username, password);
     const acknowledged = new Map<string, string>();

@@ -58,7 +58,7 @@ export const importCommand: Command = {
       return 1;
     }
     const config = loadConfig();
-    const db = openDatabase(config.databaseUrl);
+    const db = openDatabase(config.databaseUrl, config);
     try {
       await migrate(db);
       const importer = new Importer(createFhirServices(config, db, loadR4Definitions()));

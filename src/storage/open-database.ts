@@ -3,7 +3,10 @@ import type { SqlDatabase } from './sql/database.js';
 import { SqliteDatabase } from './sqlite/sqlite-database.js';
 
 /** Opens the database DATABASE_URL names (CONTRACT.md: sqlite:<path>, sqlite::memory:, postgres://...). */
-export function openDatabase(databaseUrl: string): SqlDatabase {
+export function openDatabase(
+  databaseUrl: string,
+  options: { sqliteSynchronous?: 'full' | 'normal' } = {},
+): SqlDatabase {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) return new PostgresDatabase(databaseUrl);
-  return new SqliteDatabase(databaseUrl);
+  return new SqliteDatabase(databaseUrl, options.sqliteSynchronous ?? 'full');
 }

@@ -14,13 +14,14 @@ export function sqliteFileName(databaseUrl: string): string {
   return rest.startsWith('//') ? rest.slice(2) : rest;
 }
 
-function open(fileName: string): SqliteConnection {
+function open(fileName: string, synchronous: 'full' | 'normal'): SqliteConnection {
   if (fileName !== ':memory:') mkdirSync(dirname(fileName), { recursive: true });
   const connection = new BetterSqlite3(fileName);
   connection.pragma('journal_mode = WAL');
-  // FULL: a commit is on disk (WAL fsynced) before the client hears about it, so an acknowledged write
-  // survives a crash of the machine too, not only of the process.
-  connection.pragma('synchronous = FULL');
+  // FULL (the default): a commit is on disk (WAL fsynced) before the client hears about it, so an
+  // acknowledged write survives a crash of the machine too. NORMAL leaves the fsync to checkpoints: an
+  // acknowledged write survives the process being killed, not a power loss (AMBIENT_SQLITE_SYNCHRONOUS).
+  connection.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
   connection.pragma('busy_timeout = 10000');
   connection.pragma('foreign_keys = ON');
   return connection;
@@ -94,10 +95,10 @@ export class SqliteDatabase implements SqlDatabase {
   private readonly pending: PendingTransaction[] = [];
   private draining = false;
 
-  constructor(databaseUrl: string) {
+  constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full') {
     const fileName = sqliteFileName(databaseUrl);
-    this.writer = new ConnectionExecutor(open(fileName));
-    this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
+    this.writer = new ConnectionExecutor(open(fileName, synchronous));
+    this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName, synchronous));
   }
 
   async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {

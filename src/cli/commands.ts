@@ -2,6 +2,7 @@ import { accountCommand } from './account.js';
 import type { Command } from './command.js';
 import { importCommand } from './import.js';
 import { keysCommand } from './keys.js';
+import { reindexCommand } from './reindex.js';
 import { serveCommand } from './serve.js';
 import { templateCommand } from './template.js';
 
@@ -11,5 +12,6 @@ export const COMMANDS: Record<string, Command> = {
   account: accountCommand,
   keys: keysCommand,
   import: importCommand,
+  reindex: reindexCommand,
   template: templateCommand,
 };

@@ -19,8 +19,15 @@ function translateErrors(error: unknown): never {
   throw error;
 }
 
-/** Named statements are prepared once per connection and reused: fewer round trips to plan. */
-function statementName(sql: string): string {
+/**
+ * Named statements are prepared once per connection and reused: fewer round trips to plan. Statements
+ * whose text depends on the request (searches, marked with the dialect's `adhocStatement` prefix) stay
+ * unnamed: PostgreSQL plans them for their actual values every time (a named one may switch to a
+ * generic plan after five runs, which made a token search 20x slower here), and they do not pile up as
+ * prepared statements on every connection.
+ */
+function statementName(sql: string): string | undefined {
+  if (sql.startsWith(postgresDialect.adhocStatement)) return undefined;
   return 'q' + createHash('sha1').update(sql).digest('base64url').slice(0, 20);
 }
 

@@ -1,4 +1,5 @@
 // Every difference between SQLite and PostgreSQL SQL that the rest of the code needs, in one object.
+import type { SqlValue } from './database.js';
 
 export interface Dialect {
   readonly name: 'sqlite' | 'postgres';
@@ -10,9 +11,61 @@ export interface Dialect {
   readonly forUpdate: string;
   /** Rewrites `?` placeholders into the backend's form. */
   placeholders(sql: string): string;
+  /**
+   * A statement taking one text parameter that holds a lock on that key until the transaction ends, or
+   * undefined where transactions are serialised anyway (SQLite).
+   */
+  readonly transactionLock: string | undefined;
   /** Case-insensitive LIKE operator. */
   readonly ilike: string;
+
+  // --- Added by the search engine (search/, storage/migrations/003-search-indexes.ts) ---
+
+  /**
+   * Text column compared byte by byte, so a B-tree range [prefix, next(prefix)) is exactly "starts with"
+   * and comparisons skip locale rules: SQLite's default BINARY, PostgreSQL's "C" collation.
+   */
+  readonly binaryText: string;
+  /** 64-bit floating point column type. */
+  readonly double: string;
+  /**
+   * Marks a statement whose text depends on the request (searches): PostgreSQL runs it as an unnamed
+   * statement, planned for its actual values each time, instead of a named prepared statement that
+   * could switch to a generic plan and that would pile up per connection (see postgres-database.ts).
+   */
+  readonly adhocStatement: string;
+  /** Statements inserting rows (pk, sp, grp, ...columns) into an index table: as few as the backend allows. */
+  insertRows(
+    table: string,
+    columns: readonly string[],
+    pgTypes: readonly string[],
+    rows: readonly (readonly SqlValue[])[],
+  ): { sql: string; params: SqlValue[] }[];
+  /**
+   * A column term the planner must not use an index for. Index probes of one resource
+   * (`t.pk = r.pk AND t.sp = ?`) must go through the (pk, sp) index; without statistics SQLite would
+   * rather use (sp, value...) and scan every row of the parameter for each candidate. SQLite's unary
+   * `+` says so; PostgreSQL plans from its statistics and gets the column as is.
+   */
+  probeColumn(column: string): string;
+  /**
+   * How the search's driving criterion is written (`<pk> IN (<subquery>)` as the SQL reads): on
+   * PostgreSQL `pk = ANY(ARRAY(subquery))`, which runs the index range scan first and then fetches the
+   * few rows it names, instead of a merge join that walks the resource table in pk order.
+   */
+  readonly driver: { readonly open: string; readonly close: string };
+  /**
+   * Appended inside an EXISTS probe: on PostgreSQL `OFFSET 0` keeps it a per-row index probe (a
+   * SubPlan) rather than a semi-join over every index row of the parameter, so a broad search stops
+   * after one page (see docs/search.md, "Plans").
+   */
+  readonly probeSuffix: string;
+  /** Statements deleting every row of `pk` from each table. */
+  deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
 }
+
+// SQLite's limit on bound parameters is 32766 (since 3.32); stay well below.
+const SQLITE_MAX_PARAMS = 10_000;
 
 export const sqliteDialect: Dialect = {
   name: 'sqlite',
@@ -20,7 +73,30 @@ export const sqliteDialect: Dialect = {
   bigint: 'INTEGER',
   forUpdate: '',
   placeholders: (sql) => sql,
+  transactionLock: undefined,
   ilike: 'LIKE',
+  binaryText: 'TEXT',
+  double: 'REAL',
+  adhocStatement: '',
+  insertRows(table, columns, _pgTypes, rows) {
+    if (rows.length === 0) return [];
+    const width = columns.length;
+    const perStatement = Math.max(1, Math.floor(SQLITE_MAX_PARAMS / width));
+    const tuple = `(${columns.map(() => '?').join(', ')})`;
+    const out: { sql: string; params: SqlValue[] }[] = [];
+    for (let i = 0; i < rows.length; i += perStatement) {
+      const chunk = rows.slice(i, i + perStatement);
+      out.push({
+        sql: `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')}`,
+        params: chunk.flat(),
+      });
+    }
+    return out;
+  },
+  probeColumn: (column) => `+${column}`,
+  driver: { open: ' IN (', close: ')' },
+  probeSuffix: '',
+  deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
 };
 
 export const postgresDialect: Dialect = {
@@ -28,9 +104,33 @@ export const postgresDialect: Dialect = {
   autoIncrementPrimaryKey: 'BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY',
   bigint: 'BIGINT',
   forUpdate: ' FOR UPDATE',
+  transactionLock: 'SELECT pg_advisory_xact_lock(hashtext(?))',
   placeholders: (sql) => {
     let n = 0;
     return sql.replace(/\?/g, () => `$${++n}`);
   },
   ilike: 'ILIKE',
+  binaryText: 'TEXT COLLATE "C"',
+  double: 'DOUBLE PRECISION',
+  adhocStatement: '/*adhoc*/ ',
+  insertRows(table, columns, pgTypes, rows) {
+    if (rows.length === 0) return [];
+    // One statement with one array per column, whatever the row count: a single named statement per table.
+    const arrays = columns.map((_, c) => rows.map((row) => row[c]));
+    return [
+      {
+        sql: `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${pgTypes.map((t) => `?::${t}[]`).join(', ')})`,
+        params: arrays as unknown as SqlValue[],
+      },
+    ];
+  },
+  probeColumn: (column) => column,
+  driver: { open: ' = ANY(ARRAY(', close: '))' },
+  probeSuffix: ' OFFSET 0',
+  deleteByPk: (tables, pk) => [
+    {
+      sql: `WITH ${tables.map((table, i) => `d${i} AS (DELETE FROM ${table} WHERE pk = ?)`).join(', ')} SELECT 1`,
+      params: tables.map(() => pk),
+    },
+  ],
 };

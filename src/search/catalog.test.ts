@@ -1,0 +1,93 @@
+// The search parameter catalog: every R4 parameter of every type is served (or listed as unsupported
+// on purpose), parameter ids never collide, and extraction gives the rows docs/search.md describes.
+import { describe, expect, it } from 'vitest';
+import { loadR4Definitions } from '../definitions/registry.js';
+import { spId } from './catalog.js';
+import { createSearchCatalog } from './engine.js';
+
+const registry = loadR4Definitions();
+const catalog = createSearchCatalog(registry, 'https://fhir.example/fhir');
+
+describe('search parameter catalog', () => {
+  it('serves every R4 parameter but _text, _content, _query, phonetic and Location near', () => {
+    const unsupported = new Set<string>();
+    let served = 0;
+    for (const type of registry.resourceTypes) {
+      for (const param of catalog.forType(type).params.values()) {
+        if (param.kind === 'unsupported') unsupported.add(param.code);
+        else served++;
+      }
+    }
+    expect([...unsupported].sort()).toEqual(['_content', '_query', '_text', 'near', 'phonetic']);
+    expect(catalog.skipped).toEqual([]);
+    expect(served).toBeGreaterThan(2500);
+  });
+
+  it('gives every parameter, derived row set and composite component its own id', () => {
+    const ids = new Map<number, string>();
+    for (const type of registry.resourceTypes) {
+      for (const param of catalog.forType(type).params.values()) {
+        const keys = [
+          [param.sp, `${type}.${param.code}`],
+          [param.extraSp, `${type}.${param.code}:extra`],
+          ...(param.components ?? []).flatMap((c, i) => [
+            [c.sp, `${type}.${param.code}$${i}`],
+            [c.extraSp, `${type}.${param.code}$${i}:extra`],
+          ]),
+        ] as [number, string][];
+        for (const [id, name] of keys) {
+          expect(ids.get(id) ?? name, `${name} collides`).toBe(name);
+          ids.set(id, name);
+          expect(Number.isSafeInteger(id)).toBe(true);
+        }
+      }
+    }
+    expect(spId('Patient', 'name')).toBe(spId('Patient', 'name'));
+  });
+
+  it("adds SPEC.md's Encounter _length and lists it in the CapabilityStatement", () => {
+    const capabilities = catalog.capabilities('Encounter');
+    expect(capabilities.find((c) => c.name === '_length')).toMatchObject({ type: 'number' });
+    expect(capabilities.find((c) => c.name === 'patient')).toMatchObject({
+      type: 'reference',
+      definition: 'http://hl7.org/fhir/SearchParameter/clinical-patient',
+    });
+    expect(capabilities.map((c) => c.name)).not.toContain('_text');
+  });
+
+  it('extracts the rows of a Patient', () => {
+    const sink = catalog.extract({
+      resourceType: 'Patient',
+      id: 'x',
+      name: [{ family: 'Chloé', given: ['Zoë'] }],
+      gender: 'female',
+      birthDate: '1980-05',
+      identifier: [{ system: 's', value: 'v', type: { coding: [{ system: 't', code: 'MR' }] } }],
+      generalPractitioner: [{ reference: 'https://fhir.example/fhir/Practitioner/1' }, { reference: 'Organization/2' }],
+    });
+    const byCode = (table: string) => {
+      const params = [...catalog.forType('Patient').params.values()];
+      return (sink.rows.get(table as never) ?? []).map((row) => {
+        const param = params.find((p) => p.sp === row[0] || p.extraSp === row[0])!;
+        return [`${param.code}${param.extraSp === row[0] ? ':extra' : ''}`, ...row.slice(2)];
+      });
+    };
+    expect(byCode('idx_string').filter(([code]) => code === 'name')).toEqual([
+      ['name', 'chloe', 'Chloé'],
+      ['name', 'zoe', 'Zoë'],
+      ['name', 'zoe chloe', 'Zoë Chloé'],
+    ]);
+    expect(byCode('idx_token')).toEqual(
+      expect.arrayContaining([
+        ['gender', 'http://hl7.org/fhir/administrative-gender', 'female', null],
+        ['identifier', 's', 'v', null],
+        ['identifier:extra', 't|MR', 'v', null],
+      ]),
+    );
+    expect(byCode('idx_date')).toEqual([['birthdate', Date.UTC(1980, 4, 1), Date.UTC(1980, 5, 1)]]);
+    expect(byCode('idx_reference')).toEqual([
+      ['general-practitioner', 'Practitioner', '1'],
+      ['general-practitioner', 'Organization', '2'],
+    ]);
+  });
+});

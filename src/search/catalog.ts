@@ -1,0 +1,285 @@
+// The search parameters the engine serves, per resource type: every R4 SearchParameter from the
+// registry with its FHIRPath expression compiled once (on first use of the type), its handler (one
+// module per parameter type, params/*.ts) and its `sp` id, plus SPEC.md's Encounter `_length`.
+//
+// `sp` is a 48-bit hash of `ResourceType.code`: index rows carry it instead of the type and code, so
+// every index key is short and starts with the parameter (one B-tree range per search), and it is stable
+// across processes and releases without a lookup table. catalog.test.ts checks there are no collisions.
+import { createHash } from 'node:crypto';
+import type { R4Registry, SearchParameterDefinition, SearchParameterType } from '../definitions/registry.js';
+import type { CapabilitySearchParam } from '../fhir/services.js';
+import { FhirPathCompiler, TypeModel } from './fhirpath/evaluate.js';
+import type { CompiledPath, Node } from './fhirpath/evaluate.js';
+import { dateParam } from './params/date.js';
+import { numberParam } from './params/number.js';
+import type { ExtractContext, ParamTypeHandler } from './params/param-type.js';
+import { quantityParam } from './params/quantity.js';
+import { referenceParam } from './params/reference.js';
+import { stringParam } from './params/string.js';
+import { tokenParam } from './params/token.js';
+import { uriParam } from './params/uri.js';
+import { RowSink } from './tables.js';
+import { parseDateRange } from './values/dates.js';
+import type { ReferenceParser } from './values/references.js';
+import { canonicalUnit, UCUM_SYSTEM } from './values/ucum.js';
+
+export const HANDLERS: Partial<Record<SearchParameterType, ParamTypeHandler>> = {
+  string: stringParam,
+  token: tokenParam,
+  date: dateParam,
+  number: numberParam,
+  quantity: quantityParam,
+  reference: referenceParam,
+  uri: uriParam,
+};
+
+/** The 48-bit id of a parameter (or of a derived row set: `code:of-type`, composite `code$0`). */
+export function spId(resourceType: string, code: string): number {
+  return createHash('sha1').update(`${resourceType}.${code}`).digest().readUIntBE(0, 6);
+}
+
+export interface CompositeComponent {
+  readonly code: string;
+  readonly handler: ParamTypeHandler;
+  readonly sp: number;
+  readonly extraSp: number;
+  readonly path: CompiledPath;
+}
+
+/**
+ * How a parameter is answered: from the index tables, from the resource table (`_id`, `_lastUpdated`),
+ * or not at all (`_text`, `_content`, `_query`, Location `near`: reported as unsupported).
+ */
+export type ParamKind = 'index' | 'composite' | 'id' | 'lastUpdated' | 'unsupported';
+
+export interface CatalogParam {
+  readonly resourceType: string;
+  readonly code: string;
+  readonly type: SearchParameterType;
+  readonly kind: ParamKind;
+  readonly sp: number;
+  readonly extraSp: number;
+  readonly handler?: ParamTypeHandler;
+  readonly targets: readonly string[];
+  readonly definition?: SearchParameterDefinition;
+  readonly documentation?: string;
+  /** For index parameters: the values to index (compiled FHIRPath, or SPEC.md's `_length`). */
+  readonly extract?: (root: Node, ctx: ExtractContext) => readonly Node[];
+  readonly components?: readonly CompositeComponent[];
+}
+
+export interface TypeCatalog {
+  readonly resourceType: string;
+  readonly params: ReadonlyMap<string, CatalogParam>;
+  /** The parameters that write index rows, in a fixed order. */
+  readonly indexed: readonly CatalogParam[];
+}
+
+/**
+ * Component types that differ from the R4 definitions, which are wrong there: DocumentReference's
+ * `relationship` points its `code` component at `relatesto` (a reference parameter) and its `target`
+ * component at `relation` (a token parameter), the wrong way round.
+ */
+const COMPONENT_TYPE_FIXES: Record<string, readonly SearchParameterType[]> = {
+  'DocumentReference.relationship': ['token', 'reference'],
+};
+
+/**
+ * Parameters this server does not answer (reported as unsupported; 400 with handling=strict): full text
+ * (SPEC.md: not used), and `phonetic`, whose sound-alike matching would be fuzzy matching (SPEC.md:
+ * unsupported); indexing it as plain names would only cost writes.
+ */
+const UNSUPPORTED_CODES = new Set([
+  '_text',
+  '_content',
+  '_query',
+  '_filter',
+  '_list',
+  '_containedType',
+  '_contained',
+  'phonetic',
+]);
+
+export class SearchCatalog {
+  readonly model: TypeModel;
+  readonly compiler: FhirPathCompiler;
+  private readonly types = new Map<string, TypeCatalog>();
+  /** Expressions the FHIRPath subset could not compile (none in R4; reported by tests and logs). */
+  readonly skipped: { resourceType: string; code: string; reason: string }[] = [];
+
+  constructor(
+    readonly registry: R4Registry,
+    readonly references: ReferenceParser,
+  ) {
+    this.model = new TypeModel(registry);
+    this.compiler = new FhirPathCompiler(this.model);
+  }
+
+  forType(resourceType: string): TypeCatalog {
+    let catalog = this.types.get(resourceType);
+    if (!catalog) {
+      catalog = this.build(resourceType);
+      this.types.set(resourceType, catalog);
+    }
+    return catalog;
+  }
+
+  param(resourceType: string, code: string): CatalogParam | undefined {
+    return this.forType(resourceType).params.get(code);
+  }
+
+  /** The index rows of one resource. */
+  extract(resource: Record<string, unknown> & { resourceType: string }): RowSink {
+    const catalog = this.forType(resource.resourceType);
+    const sink = new RowSink();
+    const root = this.compiler.resourceNode(resource);
+    const ctx: ExtractContext = {
+      sink,
+      references: this.references,
+      resource,
+      stateOf: (type) => this.model.stateOf(type),
+      model: this.model,
+    };
+    const evalCtx = { root };
+    for (const param of catalog.indexed) {
+      const nodes = param.extract!(root, ctx);
+      if (nodes.length === 0) continue;
+      if (param.kind === 'composite') {
+        nodes.forEach((node, i) => {
+          for (const component of param.components!) {
+            const values = component.path.evaluate([node], evalCtx);
+            component.handler.extract(values, component, i + 1, ctx);
+          }
+        });
+      } else {
+        param.handler!.extract(nodes, param, 0, ctx);
+      }
+    }
+    return sink;
+  }
+
+  capabilities(resourceType: string): CapabilitySearchParam[] {
+    return [...this.forType(resourceType).params.values()]
+      .filter((p) => p.kind !== 'unsupported')
+      .map((p) => ({
+        name: p.code,
+        type: p.type,
+        ...(p.definition?.url ? { definition: p.definition.url } : {}),
+        ...(p.documentation ? { documentation: p.documentation } : {}),
+      }));
+  }
+
+  private build(resourceType: string): TypeCatalog {
+    const params = new Map<string, CatalogParam>();
+    const indexed: CatalogParam[] = [];
+    for (const definition of this.registry.searchParameters(resourceType)) {
+      const param = this.buildParam(resourceType, definition);
+      params.set(param.code, param);
+      if (param.kind === 'index' || param.kind === 'composite') indexed.push(param);
+    }
+    if (resourceType === 'Encounter') {
+      const length = encounterLengthParam(this);
+      params.set(length.code, length);
+      indexed.push(length);
+    }
+    return { resourceType, params, indexed };
+  }
+
+  private buildParam(resourceType: string, definition: SearchParameterDefinition): CatalogParam {
+    const base = {
+      resourceType,
+      code: definition.code,
+      type: definition.type,
+      sp: spId(resourceType, definition.code),
+      extraSp: spId(resourceType, `${definition.code}:extra`),
+      targets: definition.targets ?? [],
+      definition,
+    };
+    if (definition.code === '_id') return { ...base, kind: 'id' };
+    if (definition.code === '_lastUpdated') return { ...base, kind: 'lastUpdated' };
+    const handler = HANDLERS[definition.type];
+    if (
+      UNSUPPORTED_CODES.has(definition.code) ||
+      !definition.expression ||
+      (!handler && definition.type !== 'composite')
+    ) {
+      return { ...base, kind: 'unsupported' };
+    }
+    let path: CompiledPath;
+    try {
+      path = this.compiler.compile(definition.expression);
+    } catch (error) {
+      this.skipped.push({ resourceType, code: definition.code, reason: (error as Error).message });
+      return { ...base, kind: 'unsupported' };
+    }
+    const extract = (root: Node): Node[] => path.evaluate([root], { root });
+    if (definition.type !== 'composite') return { ...base, kind: 'index', handler, extract };
+
+    const components: CompositeComponent[] = [];
+    for (const [i, component] of (definition.components ?? []).entries()) {
+      const componentDefinition = this.registry.searchParameter(resourceType, component.code);
+      const fixedType = COMPONENT_TYPE_FIXES[`${resourceType}.${definition.code}`]?.[i];
+      const componentType = fixedType ?? componentDefinition?.type;
+      const componentHandler = componentType ? HANDLERS[componentType] : undefined;
+      if (!componentHandler) {
+        this.skipped.push({ resourceType, code: definition.code, reason: `component ${component.code} is unknown` });
+        return { ...base, kind: 'unsupported' };
+      }
+      try {
+        components.push({
+          code: component.code,
+          handler: componentHandler,
+          sp: spId(resourceType, `${definition.code}$${i}`),
+          extraSp: spId(resourceType, `${definition.code}$${i}:extra`),
+          path: this.compiler.compile(component.expression),
+        });
+      } catch (error) {
+        this.skipped.push({ resourceType, code: definition.code, reason: (error as Error).message });
+        return { ...base, kind: 'unsupported' };
+      }
+    }
+    return { ...base, kind: 'composite', extract, components };
+  }
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * SPEC.md's Encounter `_length`: the encounter's duration in days, from `Encounter.length` (converted
+ * from any UCUM time unit) or, where that is absent, from a `period` with both a start and an end.
+ */
+function encounterLengthParam(catalog: SearchCatalog): CatalogParam {
+  const decimal = catalog.model.stateOf('decimal');
+  return {
+    resourceType: 'Encounter',
+    code: '_length',
+    type: 'number',
+    kind: 'index',
+    sp: spId('Encounter', '_length'),
+    extraSp: spId('Encounter', '_length:extra'),
+    handler: numberParam,
+    targets: [],
+    documentation:
+      'Duration of the encounter in days: Encounter.length converted to days, else the period (start to end).',
+    extract(root: Node): Node[] {
+      const encounter = root.value as {
+        length?: { value?: unknown; code?: unknown; system?: unknown; unit?: unknown };
+        period?: { start?: unknown; end?: unknown };
+      };
+      const length = encounter.length;
+      if (length && typeof length.value === 'number') {
+        const code =
+          typeof length.code === 'string' ? length.code : typeof length.unit === 'string' ? length.unit : 'd';
+        const unit = length.system === undefined || length.system === UCUM_SYSTEM ? canonicalUnit(code) : undefined;
+        if (unit && unit.code === 's') return [{ value: (length.value * unit.factor) / 86_400, state: decimal }];
+      }
+      const period = encounter.period;
+      if (period && typeof period.start === 'string' && typeof period.end === 'string') {
+        const start = parseDateRange(period.start);
+        const end = parseDateRange(period.end);
+        if (start && end && end.lo >= start.lo) return [{ value: (end.lo - start.lo) / DAY_MS, state: decimal }];
+      }
+      return [];
+    },
+  };
+}

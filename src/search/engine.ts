@@ -1,0 +1,153 @@
+// The search engine (https://hl7.org/fhir/R4/search.html): index maintenance on write (index-writer.ts)
+// and the search interaction, as a pipeline: parse.ts (pure) → plan.ts (registry, access) →
+// sql/compile.ts (SQL with bound parameters) → execute.ts (page, includes, Bundle). docs/search.md.
+import type { Config } from '../config.js';
+import type { R4Registry } from '../definitions/registry.js';
+import { AppError } from '../errors.js';
+import { requireAccess } from '../fhir/access.js';
+import type { FhirRequest, SearchEngine, SearchOptions } from '../fhir/services.js';
+import type { FhirResponse } from '../fhir/response.js';
+import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import type { IndexWriter } from '../storage/store.js';
+import { compileMatches } from './sql/compile.js';
+import { SearchCatalog } from './catalog.js';
+import { executeSearch } from './execute.js';
+import { SearchIndexWriter } from './index-writer.js';
+import { parseSearch } from './parse.js';
+import { planSearch } from './plan.js';
+import { TABLE_NAMES } from './tables.js';
+import { ReferenceParser } from './values/references.js';
+
+export interface AmbientSearchEngine extends SearchEngine {
+  readonly catalog: SearchCatalog;
+  /**
+   * The ids of the resources of `type` matching a query string (`identifier=sys|value`), at most
+   * `limit`: for conditional references, creates and updates. Unknown parameters are an error here.
+   */
+  findIds(executor: SqlExecutor, type: string, query: string, limit?: number): Promise<string[]>;
+}
+
+export function createSearchCatalog(registry: R4Registry, baseUrl: string): SearchCatalog {
+  return new SearchCatalog(registry, new ReferenceParser(baseUrl, (t) => registry.isResourceType(t)));
+}
+
+/**
+ * PostgreSQL plans searches from table statistics, which autovacuum refreshes only about once a minute:
+ * right after a bulk load it would believe the tables are still small (and, for instance, sort every
+ * Patient instead of walking them in order). After 1,000 writes through this process, at most every
+ * 10 s, the next search starts an ANALYZE of the search tables in the background (it blocks neither
+ * reads nor writes). SQLite plans without statistics, so it needs none.
+ */
+class StatisticsKeeper {
+  private writes = 0;
+  private lastRun = 0;
+  private running = false;
+
+  constructor(private readonly db: SqlDatabase) {}
+
+  wrote(): void {
+    this.writes++;
+  }
+
+  beforeSearch(): void {
+    if (this.db.dialect.name !== 'postgres' || this.running || this.writes < 1000) return;
+    const now = Date.now();
+    if (now - this.lastRun < 10_000) return;
+    this.running = true;
+    this.lastRun = now;
+    this.writes = 0;
+    this.db
+      .execute(`ANALYZE resource, ${TABLE_NAMES.join(', ')}`)
+      .catch(() => undefined)
+      .finally(() => (this.running = false));
+  }
+}
+
+export function createSearchEngine(db: SqlDatabase, registry: R4Registry, config: Config): AmbientSearchEngine {
+  const baseUrl = `${config.publicUrl}/fhir`;
+  const catalog = createSearchCatalog(registry, baseUrl);
+  const statistics = new StatisticsKeeper(db);
+  const writer = new SearchIndexWriter(catalog);
+  const indexWriter: IndexWriter = {
+    write: (tx, pk, type, resource, isNew) => {
+      statistics.wrote();
+      return writer.write(tx, pk, type, resource, isNew);
+    },
+  };
+  let secret: Promise<string> | undefined;
+  const cursorSecret = (): Promise<string> => {
+    secret ??= db.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
+      if (!row) throw new Error('search_key has no row: run the migrations');
+      return row.secret;
+    });
+    secret.catch(() => (secret = undefined));
+    return secret;
+  };
+
+  async function search(
+    request: FhirRequest,
+    type: string | undefined,
+    params: ReadonlyArray<readonly [string, string]>,
+    options: SearchOptions,
+  ): Promise<FhirResponse> {
+    statistics.beforeSearch();
+    const parsed = parseSearch(params);
+    let types: string[];
+    if (type !== undefined) {
+      requireAccess(request, 'search', type);
+      if (parsed.types)
+        throw new AppError('invalid-search', '_type applies to a system search (GET /fhir?_type=...) only', {
+          expression: '_type',
+        });
+      types = [type];
+    } else if (parsed.types) {
+      for (const t of parsed.types) {
+        if (!registry.isResourceType(t)) {
+          throw new AppError('invalid-search', `_type: ${t} is not a resource type`, { expression: '_type' });
+        }
+        requireAccess(request, 'search', t);
+      }
+      types = [...new Set(parsed.types)];
+    } else {
+      // No _type: every type the caller may search.
+      types = registry.resourceTypes.filter((t) => request.principal.canFhir('search', t));
+      if (types.length === 0)
+        throw new AppError('forbidden', "The token's scopes do not allow search on any resource type");
+    }
+    const plan = planSearch(parsed, types, {
+      catalog,
+      references: catalog.references,
+      now: Date.now(),
+      strict: options.strict,
+      canSearch: (t) => request.principal.canFhir('search', t),
+    });
+    return executeSearch(
+      { db, registry, baseUrl: request.services.baseUrl, secret: await cursorSecret(), path: type ?? '' },
+      parsed,
+      plan,
+    );
+  }
+
+  async function findIds(executor: SqlExecutor, type: string, query: string, limit = 2): Promise<string[]> {
+    if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
+    const parsed = parseSearch([...new URLSearchParams(query)]);
+    const plan = planSearch(parsed, [type], {
+      catalog,
+      references: catalog.references,
+      now: Date.now(),
+      strict: true,
+      canSearch: () => true,
+    });
+    const statement = compileMatches(plan, executor.dialect, 'id', limit);
+    const rows = await executor.query<{ id: string }>(statement.text, statement.params);
+    return rows.map((r) => r.id);
+  }
+
+  return {
+    catalog,
+    indexWriter,
+    search,
+    findIds,
+    capabilitySearchParams: (type) => catalog.capabilities(type),
+  };
+}

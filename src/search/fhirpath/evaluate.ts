@@ -1,0 +1,262 @@
+// Compiles a FHIRPath expression (the subset parser.ts reads) into a closure over typed nodes. Each
+// expression is parsed and compiled once; evaluating it is then plain property access, with the FHIR
+// type of every result known from the registry (see model.ts), which is what index extraction needs.
+import { parseFhirPathSubset } from './parser.js';
+import type { Expr } from './parser.js';
+import { TypeModel } from './model.js';
+import type { TypeState } from './model.js';
+
+export interface Node {
+  readonly value: unknown;
+  readonly state: TypeState;
+}
+
+export interface EvalContext {
+  /** The resource the expression runs on (%resource). */
+  readonly root: Node;
+}
+
+export type Evaluator = (input: readonly Node[], ctx: EvalContext) => Node[];
+
+/** A compiled expression: run it on a resource, or on nodes (composite components). */
+export interface CompiledPath {
+  readonly source: string;
+  evaluate(input: readonly Node[], ctx: EvalContext): Node[];
+}
+
+const VARIABLES: Record<string, string> = {
+  ucum: 'http://unitsofmeasure.org',
+  sct: 'http://snomed.info/sct',
+  loinc: 'http://loinc.org',
+};
+
+function isTrue(nodes: readonly Node[]): boolean {
+  return nodes.length === 1 && nodes[0].value === true;
+}
+
+const RESOURCE_URL = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+
+/** The resource type a Reference points to, as `resolve()` would find it, without fetching anything. */
+export function referencedType(reference: unknown, root: unknown, model: TypeModel): string | undefined {
+  if (!reference || typeof reference !== 'object') return undefined;
+  const { reference: ref, type } = reference as { reference?: unknown; type?: unknown };
+  if (typeof ref === 'string') {
+    if (ref.startsWith('#')) {
+      const contained = (root as { contained?: { id?: string; resourceType?: string }[] }).contained;
+      const found = Array.isArray(contained) ? contained.find((c) => c && c.id === ref.slice(1)) : undefined;
+      return found?.resourceType;
+    }
+    // A conditional reference (`Practitioner?identifier=...`) names its type too.
+    const conditional = /^([A-Z][A-Za-z]+)\?/.exec(ref);
+    const match = conditional ?? RESOURCE_URL.exec(ref);
+    if (match && model.registry.isResourceType(match[1])) return match[1];
+  }
+  return typeof type === 'string' && model.registry.isResourceType(type) ? type : undefined;
+}
+
+export class FhirPathCompiler {
+  constructor(readonly model: TypeModel) {}
+
+  /** Throws SyntaxError for expressions outside the supported subset. */
+  compile(source: string): CompiledPath {
+    const evaluator = this.compileExpr(parseFhirPathSubset(source));
+    return { source, evaluate: evaluator };
+  }
+
+  /** The node for a whole resource. */
+  resourceNode(resource: { resourceType: string }): Node {
+    return { value: resource, state: this.model.stateOf(resource.resourceType) };
+  }
+
+  private literal(value: string | number | boolean): Node {
+    const type = typeof value === 'string' ? 'string' : typeof value === 'number' ? 'decimal' : 'boolean';
+    return { value, state: this.model.stateOf(type) };
+  }
+
+  private bool(value: boolean): Node[] {
+    return [this.literal(value)];
+  }
+
+  private navigate(input: readonly Node[], name: string): Node[] {
+    const out: Node[] = [];
+    for (const node of input) {
+      const value = node.value;
+      if (!value || typeof value !== 'object' || Array.isArray(value)) continue;
+      for (const step of this.model.steps(node.state, name)) {
+        const child = (value as Record<string, unknown>)[step.key];
+        if (child === undefined || child === null) continue;
+        if (Array.isArray(child)) {
+          for (const item of child) if (item !== null && item !== undefined) out.push(this.node(item, step.state));
+        } else out.push(this.node(child, step.state));
+      }
+    }
+    return out;
+  }
+
+  private node(value: unknown, state: TypeState | undefined): Node {
+    if (state) return { value, state };
+    const type = (value as { resourceType?: unknown }).resourceType;
+    return { value, state: this.model.stateOf(typeof type === 'string' ? type : 'Resource') };
+  }
+
+  private compileExpr(expr: Expr): Evaluator {
+    switch (expr.kind) {
+      case 'literal': {
+        const node = this.literal(expr.value);
+        return () => [node];
+      }
+      case 'variable': {
+        if (['resource', 'rootResource', 'context'].includes(expr.name)) return (_input, ctx) => [ctx.root];
+        const value = VARIABLES[expr.name];
+        if (value === undefined) throw new SyntaxError(`Unknown variable %${expr.name}`);
+        const node = this.literal(value);
+        return () => [node];
+      }
+      case 'identifier': {
+        const name = expr.name;
+        // A leading type name (Patient.name) selects the input nodes of that type; anything else is an element.
+        if (/^[A-Z]/.test(name)) return (input) => input.filter((n) => this.model.isA(n.state.fhirType, name));
+        return (input) => this.navigate(input, name);
+      }
+      case 'member': {
+        const target = this.compileExpr(expr.target);
+        const name = expr.name;
+        return (input, ctx) => this.navigate(target(input, ctx), name);
+      }
+      case 'index': {
+        const target = this.compileExpr(expr.target);
+        const index = expr.index;
+        return (input, ctx) => {
+          const nodes = target(input, ctx);
+          return index < nodes.length ? [nodes[index]] : [];
+        };
+      }
+      case 'type': {
+        const target = this.compileExpr(expr.target);
+        const typeName = expr.typeName;
+        if (expr.op === 'as')
+          return (input, ctx) => target(input, ctx).filter((n) => this.model.isA(n.state.fhirType, typeName));
+        return (input, ctx) => {
+          const nodes = target(input, ctx);
+          return nodes.length === 1 ? this.bool(this.model.isA(nodes[0].state.fhirType, typeName)) : [];
+        };
+      }
+      case 'binary':
+        return this.compileBinary(expr.op, this.compileExpr(expr.left), this.compileExpr(expr.right));
+      case 'call':
+        return this.compileCall(expr);
+    }
+  }
+
+  private compileBinary(op: string, left: Evaluator, right: Evaluator): Evaluator {
+    switch (op) {
+      case '|':
+        // FHIRPath union: without duplicates (by value).
+        return (input, ctx) => {
+          const out: Node[] = [];
+          for (const node of [...left(input, ctx), ...right(input, ctx)]) {
+            if (!out.some((kept) => kept.value === node.value || deepEqual(kept.value, node.value))) out.push(node);
+          }
+          return out;
+        };
+      case '=':
+      case '!=': {
+        const negate = op === '!=';
+        return (input, ctx) => {
+          const a = left(input, ctx);
+          const b = right(input, ctx);
+          if (a.length === 0 || b.length === 0) return [];
+          const equal = a.length === b.length && a.every((n, i) => deepEqual(n.value, b[i].value));
+          return this.bool(negate ? !equal : equal);
+        };
+      }
+      case 'and':
+      case 'or': {
+        const isAnd = op === 'and';
+        return (input, ctx) => {
+          const a = toBoolean(left(input, ctx));
+          const b = toBoolean(right(input, ctx));
+          if (isAnd) {
+            if (a === false || b === false) return this.bool(false);
+            if (a === undefined || b === undefined) return [];
+            return this.bool(true);
+          }
+          if (a === true || b === true) return this.bool(true);
+          if (a === undefined || b === undefined) return [];
+          return this.bool(false);
+        };
+      }
+      default:
+        throw new SyntaxError(`Unsupported operator ${op}`);
+    }
+  }
+
+  private compileCall(expr: Extract<Expr, { kind: 'call' }>): Evaluator {
+    const target: Evaluator = expr.target ? this.compileExpr(expr.target) : (input) => [...input];
+    const typeArg = (): string => {
+      const arg = expr.args[0];
+      if (expr.args.length !== 1 || arg.kind !== 'identifier') throw new SyntaxError(`${expr.name}() takes a type`);
+      return arg.name;
+    };
+    switch (expr.name) {
+      case 'where': {
+        if (expr.args.length !== 1) throw new SyntaxError('where() takes one argument');
+        const criterion = this.compileExpr(expr.args[0]);
+        return (input, ctx) => target(input, ctx).filter((n) => isTrue(criterion([n], ctx)));
+      }
+      case 'exists':
+        if (expr.args.length === 0) return (input, ctx) => this.bool(target(input, ctx).length > 0);
+        break;
+      case 'empty':
+        return (input, ctx) => this.bool(target(input, ctx).length === 0);
+      case 'not':
+        return (input, ctx) => {
+          const value = toBoolean(target(input, ctx));
+          return value === undefined ? [] : this.bool(!value);
+        };
+      case 'first':
+        return (input, ctx) => target(input, ctx).slice(0, 1);
+      case 'as':
+      case 'ofType': {
+        const typeName = typeArg();
+        return (input, ctx) => target(input, ctx).filter((n) => this.model.isA(n.state.fhirType, typeName));
+      }
+      case 'is': {
+        const typeName = typeArg();
+        return (input, ctx) => {
+          const nodes = target(input, ctx);
+          return nodes.length === 1 ? this.bool(this.model.isA(nodes[0].state.fhirType, typeName)) : [];
+        };
+      }
+      case 'resolve':
+        // Stands for the referenced resource: only its type is known here, which is all `resolve() is X` needs.
+        return (input, ctx) => {
+          const out: Node[] = [];
+          for (const node of target(input, ctx)) {
+            const type = referencedType(node.value, ctx.root.value, this.model);
+            if (type) out.push({ value: node.value, state: this.model.stateOf(type) });
+          }
+          return out;
+        };
+    }
+    throw new SyntaxError(`Unsupported function ${expr.name}()`);
+  }
+}
+
+function toBoolean(nodes: readonly Node[]): boolean | undefined {
+  if (nodes.length === 0) return undefined;
+  if (nodes.length === 1 && typeof nodes[0].value === 'boolean') return nodes[0].value;
+  return true;
+}
+
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  return ka.every((k) => deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+export { TypeModel };

@@ -1,0 +1,94 @@
+// String parameters (https://hl7.org/fhir/R4/search.html#string). Rows: idx_string(norm, exact), one
+// per string value; a HumanName or Address gives one row per part and one for its whole text, so
+// `name=john sm` and `name=smi` both match "John Smith". Matching is on `norm` (accents and case
+// removed): default = starts with (an index range), `:exact` = `exact` equal, `:contains` = substring,
+// and SPEC.md's `:not` = no value equals the text (ignoring case and accents; no value at all matches).
+import type { Node } from '../fhirpath/evaluate.js';
+import { and, or, raw, sql } from '../sql/fragment.js';
+import type { Sql } from '../sql/fragment.js';
+import { unescapeValue } from '../values/escapes.js';
+import { escapeLike, normalizeText, prefixUpperBound } from '../values/text.js';
+import type { ExtractContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
+import { assertModifier, invalid } from './param-type.js';
+
+const NAME_PARTS = ['family', 'given', 'prefix', 'suffix'] as const;
+const ADDRESS_PARTS = ['line', 'city', 'district', 'state', 'postalCode', 'country'] as const;
+
+function strings(value: unknown): string[] {
+  if (typeof value === 'string') return [value];
+  if (Array.isArray(value)) return value.filter((v): v is string => typeof v === 'string');
+  return [];
+}
+
+/** The string values a node contributes: the parts of names and addresses and their whole text. */
+export function stringValues(node: Node): string[] {
+  const value = node.value;
+  if (typeof value === 'string') return [value];
+  if (typeof value === 'number' || typeof value === 'boolean') return [];
+  if (!value || typeof value !== 'object') return [];
+  const object = value as Record<string, unknown>;
+  const type = node.state.fhirType;
+  if (type === 'HumanName' || type === 'Address') {
+    const parts = (type === 'HumanName' ? NAME_PARTS : ADDRESS_PARTS).flatMap((p) => strings(object[p]));
+    // The whole name/address as written (text) and as assembled from its parts ("John Smith").
+    const assembled =
+      type === 'HumanName' ? [...strings(object.given), ...strings(object.family)].join(' ') : parts.join(' ');
+    return [...parts, assembled, ...strings(object.text)];
+  }
+  if (type === 'CodeableConcept') {
+    const codings = Array.isArray(object.coding) ? (object.coding as Record<string, unknown>[]) : [];
+    return [...strings(object.text), ...codings.flatMap((c) => strings(c?.display))];
+  }
+  if (type === 'Coding') return strings(object.display);
+  // Any other complex value: its own string elements (Annotation.text, Attachment.title...).
+  return Object.entries(object)
+    .filter(([k, v]) => typeof v === 'string' && k !== 'id' && k !== 'url' && k !== 'system')
+    .map(([, v]) => v as string);
+}
+
+export const stringParam: ParamTypeHandler = {
+  type: 'string',
+  table: 'idx_string',
+  modifiers: ['exact', 'contains', 'not'],
+  sort: { column: raw('t.norm'), tiebreak: [raw('t.exact')] },
+
+  extract(nodes: readonly Node[], ids: ParamIds, grp: number, ctx: ExtractContext): void {
+    for (const node of nodes) {
+      for (const text of stringValues(node)) {
+        const norm = normalizeText(text);
+        if (norm === '') continue;
+        ctx.sink.add('idx_string', [ids.sp, grp, norm, text]);
+      }
+    }
+  },
+
+  match(values, modifier, ctx): RowMatch {
+    assertModifier(this, ctx.name, modifier);
+    const conditions: Sql[] = [];
+    let selectivity = 2;
+    for (const raw of values) {
+      const text = unescapeValue(raw);
+      const norm = normalizeText(text);
+      if (norm === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
+      if (modifier === 'exact') conditions.push(and([sql`t.norm = ${norm}`, sql`t.exact = ${text}`]));
+      else if (modifier === 'not') conditions.push(sql`t.norm = ${norm}`);
+      else if (modifier === 'contains') {
+        conditions.push(sql`t.norm LIKE ${`%${escapeLike(norm)}%`} ESCAPE '\\'`);
+        selectivity = Math.max(selectivity, 5);
+      } else {
+        const upper = prefixUpperBound(norm);
+        conditions.push(
+          upper === undefined
+            ? sql`t.norm LIKE ${`${escapeLike(norm)}%`} ESCAPE '\\'`
+            : and([sql`t.norm >= ${norm}`, sql`t.norm < ${upper}`]),
+        );
+        if (norm.length < 3) selectivity = Math.max(selectivity, 4);
+      }
+    }
+    return {
+      condition: or(conditions),
+      negated: modifier === 'not',
+      selectivity: modifier === 'not' ? 9 : selectivity,
+    };
+  },
+};

@@ -1,0 +1,182 @@
+// Pinned SQL (HAPI's lesson): the statements representative searches compile to, on both dialects.
+// A change here is a change of query plan: check EXPLAIN (explain.int.test.ts, docs/search.md) first.
+import { describe, expect, it } from 'vitest';
+import { loadR4Definitions } from '../../definitions/registry.js';
+import { postgresDialect, sqliteDialect } from '../../storage/sql/dialect.js';
+import type { Dialect } from '../../storage/sql/dialect.js';
+import { createSearchCatalog } from '../engine.js';
+import { parseSearch } from '../parse.js';
+import { planSearch } from '../plan.js';
+import { compileCount, compileInclude, compileSearch } from './compile.js';
+import type { PageBounds } from './compile.js';
+
+const registry = loadR4Definitions();
+const catalog = createSearchCatalog(registry, 'http://fhir.test/fhir');
+
+function plan(type: string, query: string) {
+  return planSearch(parseSearch([...new URLSearchParams(query)]), [type], {
+    catalog,
+    references: catalog.references,
+    now: Date.UTC(2025, 0, 1),
+    strict: true,
+    canSearch: () => true,
+  });
+}
+
+/** The page statement(s) with `?` placeholders, sp ids shown by name so the pins read well. */
+function compiled(dialect: Dialect, type: string, query: string, page: PageBounds = { limit: 21 }): string {
+  const statement = compileSearch(plan(type, query), dialect, page);
+  return [statement, ...statement.continuation]
+    .map((s) => `${s.text}\n  -- ${JSON.stringify(named(type, s.params))}`)
+    .join('\n');
+}
+
+function named(type: string, params: readonly unknown[]): unknown[] {
+  const names = new Map<unknown, string>();
+  for (const t of registry.resourceTypes.filter(
+    (t) => t === type || ['Patient', 'Encounter', 'Observation'].includes(t),
+  )) {
+    for (const p of catalog.forType(t).params.values()) {
+      names.set(p.sp, `sp(${t}.${p.code})`);
+      names.set(p.extraSp, `sp(${t}.${p.code}:extra)`);
+    }
+  }
+  return params.map((p) => names.get(p) ?? p);
+}
+
+describe('pinned SQL (SQLite)', () => {
+  const d = sqliteDialect;
+  it('drives a selective string prefix from the index and pages by pk', () => {
+    expect(compiled(d, 'Patient', 'name=smi')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Patient.name)","smi","smj",21]"
+    `);
+  });
+  it('probes broad criteria per resource in pk order', () => {
+    expect(compiled(d, 'Patient', 'gender=female&birthdate=ge1980-01-01')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?) AND EXISTS (SELECT 1 FROM idx_date t WHERE t.pk = r0.pk AND +t.sp = ? AND (t.hi > ? OR (t.lo >= ? AND t.lo < ? AND t.hi <= ?)))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Patient.gender)","female","sp(Patient.birthdate)",315619200000,315532800000,315619200000,315619200000,21]"
+    `);
+  });
+  it('looks up a token with system and code', () => {
+    expect(compiled(d, 'Patient', 'identifier=http://hospital.example/mrn|MRN1')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND (t.code = ? AND t.system = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Patient.identifier)","MRN1","http://hospital.example/mrn",21]"
+    `);
+  });
+  it('answers a reference from (sp, target_id, target_type)', () => {
+    expect(compiled(d, 'Encounter', 'patient=Patient/123')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp = ? AND (t.target_id = ? AND t.target_type = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Encounter","sp(Encounter.patient)","123","Patient",21]"
+    `);
+  });
+  it('answers _id from the resource table', () => {
+    expect(compiled(d, 'Patient', '_id=123')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.id = ?) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","123",21]"
+    `);
+  });
+  it('chains through the referenced resources', () => {
+    expect(compiled(d, 'Encounter', 'patient.name=smith')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT f0.pk FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.target_id IN (SELECT r1.id FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Encounter","sp(Encounter.patient)","Patient","Patient","sp(Patient.name)","smith","smiti",21]"
+    `);
+  });
+  it('reverse-chains with _has', () => {
+    expect(compiled(d, 'Patient', '_has:Observation:patient:code=1234-5')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id IN (SELECT f0.target_id FROM idx_reference f0 WHERE +f0.sp = ? AND f0.target_type = ? AND f0.pk IN (SELECT r1.pk FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","Patient","sp(Observation.patient)","Patient","Observation","sp(Observation.code)","1234-5",21]"
+    `);
+  });
+  it('matches composite components on one element', () => {
+    expect(compiled(d, 'Observation', 'code-value-quantity=http://loinc.org|8480-6$gt100')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT c0.pk FROM idx_token c0 JOIN idx_quantity c1 ON c1.pk = c0.pk AND c1.grp = c0.grp AND +c1.sp = ? AND (c1.system <> ? AND c1.hi > ?) WHERE (1=1 AND c0.sp = ? AND (c0.code = ? AND c0.system = ?)))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Observation",110754548802817,"urn:ambient-fhir:ucum-canonical",100,265030781601900,"8480-6","http://loinc.org",21]"
+    `);
+  });
+  it('continues a page after a keyset position', () => {
+    expect(compiled(d, 'Patient', 'gender=female', { limit: 21, position: [42] })).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?)) AND r0.pk > ? ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Patient.gender)","female",42,21]"
+    `);
+  });
+  it('sorts from the index when no criterion is selective (then the resources without a value)', () => {
+    expect(compiled(d, 'Patient', '_sort=-birthdate&gender=female')).toMatchInlineSnapshot(`
+      "SELECT r.pk, r.id, r.type, r.content, q.s0 FROM (SELECT t.pk AS pk, t.lo AS s0 FROM idx_date t JOIN resource r0 ON r0.pk = t.pk WHERE t.sp = ? AND 1=1 AND NOT EXISTS (SELECT 1 FROM idx_date u WHERE u.pk = t.pk AND +u.sp = ? AND (u.lo > t.lo OR (u.lo = t.lo AND u.hi > t.hi))) AND (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?)) ORDER BY t.lo DESC, t.pk ASC LIMIT ?) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 DESC, q.pk ASC
+        -- ["sp(Patient.birthdate)","sp(Patient.birthdate)","Patient","sp(Patient.gender)","female",21]
+      SELECT r0.pk, r0.id, r0.type, r0.content, NULL AS s0 FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?)) AND NOT EXISTS (SELECT 1 FROM idx_date u WHERE u.pk = r0.pk AND +u.sp = ?) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Patient.gender)","female","sp(Patient.birthdate)",21]"
+    `);
+  });
+  it('sorts the matches when a criterion is selective', () => {
+    expect(compiled(d, 'Patient', '_sort=family,-birthdate&name=smi')).toMatchInlineSnapshot(`
+      "SELECT r.pk, r.id, r.type, r.content, q.s0, q.s1 FROM (SELECT r0.pk AS pk, (SELECT MIN(t.norm) FROM idx_string t WHERE t.pk = r0.pk AND +t.sp = ?) AS s0, (SELECT MAX(t.lo) FROM idx_date t WHERE t.pk = r0.pk AND +t.sp = ?) AS s1 FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))) q JOIN resource r ON r.pk = q.pk WHERE 1=1 ORDER BY (q.s0 IS NULL) ASC, q.s0 ASC, (q.s1 IS NULL) ASC, q.s1 DESC, q.pk ASC LIMIT ?
+        -- ["sp(Patient.family)","sp(Patient.birthdate)","Patient","sp(Patient.name)","smi","smj",21]"
+    `);
+  });
+  it('sorts on resource columns directly', () => {
+    expect(compiled(d, 'Patient', '_sort=-_lastUpdated', { limit: 21, position: [1700000000000, 7] }))
+      .toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content, r0.last_updated AS s0 FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0) AND (r0.last_updated < ? OR (r0.last_updated = ? AND r0.pk > ?)) ORDER BY r0.last_updated DESC, r0.pk ASC LIMIT ?
+        -- ["Patient",1700000000000,1700000000000,7,21]"
+    `);
+  });
+  it('includes and revincludes by pk and by target', () => {
+    const included = plan(
+      'MedicationRequest',
+      '_include=MedicationRequest:patient&_revinclude=Provenance:target',
+    ).includes;
+    const forward = compileInclude(d, included[0], { pks: [1, 2] }, 1001);
+    const reverse = compileInclude(d, included[1], { targets: new Map([['MedicationRequest', ['a', 'b']]]) }, 1001);
+    expect(`${forward.text}\n${reverse.text}`).toMatchInlineSnapshot(`
+      "SELECT r.pk, r.id, r.type, r.content FROM resource r WHERE r.pk IN (SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN (?, ?) AND +f.sp = ?) AND r.deleted = 0 ORDER BY r.pk LIMIT ?
+      SELECT r.pk, r.id, r.type, r.content FROM resource r WHERE r.pk IN (SELECT f.pk FROM idx_reference f WHERE f.sp = ? AND (f.target_type = ? AND f.target_id IN (?, ?))) AND r.deleted = 0 AND r.type IN (?) ORDER BY r.pk LIMIT ?"
+    `);
+  });
+  it('counts without paging', () => {
+    expect(compileCount(plan('Patient', 'name=smi'), d).text).toMatchInlineSnapshot(
+      `"SELECT COUNT(*) AS n FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))"`,
+    );
+  });
+});
+
+describe('pinned SQL (PostgreSQL)', () => {
+  const d = postgresDialect;
+  it('drives with = ANY(ARRAY(...)) and keeps probes per row with OFFSET 0', () => {
+    expect(compiled(d, 'Patient', 'name=smi&gender=female')).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND t.sp = ? AND t.code = ? OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Patient.name)","smi","smj","sp(Patient.gender)","female",21]"
+    `);
+  });
+  it('chains and reverse-chains', () => {
+    expect(compiled(d, 'Encounter', 'patient.name=smith')).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT f0.pk FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.target_id = ANY(ARRAY(SELECT r1.id FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Encounter","sp(Encounter.patient)","Patient","Patient","sp(Patient.name)","smith","smiti",21]"
+    `);
+    expect(compiled(d, 'Patient', '_has:Observation:patient:code=1234-5')).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id = ANY(ARRAY(SELECT f0.target_id FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.pk = ANY(ARRAY(SELECT r1.pk FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","Patient","sp(Observation.patient)","Patient","Observation","sp(Observation.code)","1234-5",21]"
+    `);
+  });
+});
+
+describe('statement hygiene', () => {
+  it('never puts a value into SQL text', () => {
+    const marker = 'zqxmarker';
+    const queries = [
+      `name=${marker}`,
+      `identifier=${marker}|${marker}`,
+      `general-practitioner.name=${marker}`,
+      `_has:Observation:patient:code=${marker}`,
+      `_id=${marker}`,
+      `address:contains=${marker}`,
+    ];
+    for (const dialect of [sqliteDialect, postgresDialect]) {
+      for (const query of queries) {
+        const statement = compileSearch(plan('Patient', query), dialect, { limit: 21 });
+        expect(statement.text).not.toContain(marker);
+        expect(statement.text.split('?').length - 1).toBe(statement.params.length);
+      }
+    }
+  });
+});

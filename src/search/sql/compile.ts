@@ -1,0 +1,365 @@
+// Stage 3 of the search pipeline: a Plan → one SQL statement with bound parameters (sql/fragment.ts).
+//
+// Shape: `SELECT ... FROM resource r0 WHERE r0.type = ? AND r0.deleted = 0 AND <criteria> ORDER BY ...
+// LIMIT ?`. Each criterion is either
+//   - the driver: `r0.pk IN (SELECT t.pk FROM idx_x t WHERE t.sp = ? AND <value>)`, an index range
+//     scan whose pks are then looked up in the resource table; chosen for the most selective
+//     criterion (plan.ts selectivity ≤ DRIVER_THRESHOLD), or
+//   - a probe: `EXISTS (SELECT 1 FROM idx_x t WHERE t.pk = r0.pk AND t.sp = ? AND <value>)`, an
+//     index lookup on (pk, sp) per candidate row.
+// With no selective criterion the resource table is walked in pk order (the default sort) and each
+// row probed, so a broad search stops after one page instead of materialising every match.
+// PostgreSQL plans both forms as semi-joins from its statistics anyway; SQLite follows the form.
+// Chains join idx_reference to resource on (type, id); `_has` the other way round.
+import type { SqlValue } from '../../storage/sql/database.js';
+import type { Dialect } from '../../storage/sql/dialect.js';
+import type { Plan, PlannedCriterion, PlannedInclude, PlannedSort } from '../plan.js';
+import { and, join, list, or, raw, Sql, sql, withAlias } from './fragment.js';
+
+export const DRIVER_THRESHOLD = 2;
+
+/** `alias.sp = ?`; for a probe of one resource's rows, written so that only the (pk, sp) index serves it. */
+function spCondition(alias: string, sps: readonly number[], probe?: Dialect): Sql {
+  const column = raw(probe ? probe.probeColumn(`${alias}.sp`) : `${alias}.sp`);
+  return sps.length === 1 ? sql`${column} = ${sps[0]}` : sql`${column} IN ${list(sps)}`;
+}
+
+function typeCondition(alias: string, types: readonly string[]): Sql {
+  return types.length === 1 ? sql`${raw(alias)}.type = ${types[0]}` : sql`${raw(alias)}.type IN ${list(types)}`;
+}
+
+/** A boolean condition on the resource row `outer` (alias of the resource table at nesting `depth`). */
+export function criterionCondition(d: Dialect, c: PlannedCriterion, outer: string, depth: number): Sql {
+  const o = raw(outer);
+  switch (c.kind) {
+    case 'id':
+      return c.ids.length === 0
+        ? raw('1=0')
+        : c.ids.length === 1
+          ? sql`${o}.id = ${c.ids[0]}`
+          : sql`${o}.id IN ${list(c.ids)}`;
+    case 'lastUpdated':
+      return c.condition(`${outer}.last_updated`);
+    case 'rows': {
+      const exists = sql`EXISTS (SELECT 1 FROM ${raw(c.table)} t WHERE t.pk = ${o}.pk AND ${spCondition('t', c.sps, d)} AND ${c.match.condition}${raw(d.probeSuffix)})`;
+      return c.match.negated ? sql`NOT ${exists}` : exists;
+    }
+    case 'missing': {
+      const exists = sql`EXISTS (SELECT 1 FROM ${raw(c.table)} t WHERE t.pk = ${o}.pk AND ${spCondition('t', c.sps, d)}${raw(d.probeSuffix)})`;
+      return c.missing ? sql`NOT ${exists}` : exists;
+    }
+    case 'composite': {
+      const any = or(c.alternatives.map((parts) => compositeQuery(d, parts, sql`c0.pk = ${o}.pk`, 'SELECT 1', true)));
+      return c.negated ? sql`NOT ${any}` : any;
+    }
+    case 'chain': {
+      const f = `f${depth}`;
+      const inner = `r${depth + 1}`;
+      return sql`EXISTS (SELECT 1 FROM idx_reference ${raw(f)} JOIN resource ${raw(inner)} ON ${raw(inner)}.type = ${raw(f)}.target_type AND ${raw(inner)}.id = ${raw(f)}.target_id WHERE ${raw(f)}.pk = ${o}.pk AND ${spCondition(f, c.refSps, d)} AND ${typeCondition(inner, c.targetTypes)} AND ${raw(inner)}.deleted = 0 AND ${criterionCondition(d, c.inner, inner, depth + 1)}${raw(d.probeSuffix)})`;
+    }
+    case 'has': {
+      const f = `f${depth}`;
+      const inner = `r${depth + 1}`;
+      return sql`EXISTS (SELECT 1 FROM idx_reference ${raw(f)} JOIN resource ${raw(inner)} ON ${raw(inner)}.pk = ${raw(f)}.pk WHERE ${spCondition(f, c.refSps)} AND ${raw(f)}.target_id = ${o}.id AND ${raw(f)}.target_type = ${o}.type AND ${raw(inner)}.deleted = 0 AND ${criterionCondition(d, c.inner, inner, depth + 1)}${raw(d.probeSuffix)})`;
+    }
+  }
+}
+
+/** `EXISTS (SELECT ... FROM <component 0> c0 JOIN <component 1> c1 ON same pk and grp ...)`, or its pk set. */
+function compositeQuery(
+  d: Dialect,
+  parts: readonly { table: string; sps: readonly number[]; condition: Sql }[],
+  correlation: Sql,
+  select: string,
+  exists: boolean,
+): Sql {
+  const joins = parts.slice(1).map((part, i) => {
+    const alias = `c${i + 1}`;
+    return sql` JOIN ${raw(part.table)} ${raw(alias)} ON ${raw(alias)}.pk = c0.pk AND ${raw(alias)}.grp = c0.grp AND ${spCondition(alias, part.sps, d)} AND ${withAlias(part.condition, alias)}`;
+  });
+  const first = parts[0];
+  const where = and([
+    correlation,
+    spCondition('c0', first.sps, exists ? d : undefined),
+    withAlias(first.condition, 'c0'),
+  ]);
+  const query = sql`${raw(select)} FROM ${raw(first.table)} c0${join(joins, '')} WHERE ${where}`;
+  return exists ? sql`EXISTS (${query}${raw(d.probeSuffix)})` : query;
+}
+
+/** Can the criterion drive the query (a positive match on index rows)? */
+function drivable(c: PlannedCriterion): boolean {
+  if (c.kind === 'rows') return !c.match.negated;
+  if (c.kind === 'composite') return !c.negated;
+  return c.kind === 'chain' || c.kind === 'has';
+}
+
+/** The pks of the resources (of `types`) matching a drivable criterion, from the index. */
+function criterionSet(d: Dialect, c: PlannedCriterion, types: readonly string[], depth: number): Sql {
+  switch (c.kind) {
+    case 'rows':
+      return sql`SELECT t.pk FROM ${raw(c.table)} t WHERE ${spCondition('t', c.sps)} AND ${c.match.condition}`;
+    case 'composite':
+      return join(
+        c.alternatives.map((parts) => compositeQuery(d, parts, raw('1=1'), 'SELECT c0.pk', false)),
+        ' UNION ',
+      );
+    case 'chain': {
+      // Resources whose reference points at a target matching the inner criterion: the matching
+      // targets' ids, then their referrers through (sp, target_id, target_type). With one target type
+      // (the usual case) the ids are a plain list the driver form can use; with several, (type, id) pairs.
+      const f = `f${depth}`;
+      const inner = `r${depth + 1}`;
+      if (c.targetTypes.length === 1) {
+        const [type] = c.targetTypes;
+        const ids = sql`SELECT ${raw(inner)}.id FROM resource ${raw(inner)} WHERE ${resourceFilter(d, [c.inner], inner, [type], depth + 1)}`;
+        return sql`SELECT ${raw(f)}.pk FROM idx_reference ${raw(f)} WHERE ${spCondition(f, c.refSps)} AND ${raw(f)}.target_type = ${type} AND ${raw(f)}.target_id${raw(d.driver.open)}${ids}${raw(d.driver.close)}`;
+      }
+      const pairs = sql`SELECT ${raw(inner)}.type, ${raw(inner)}.id FROM resource ${raw(inner)} WHERE ${resourceFilter(d, [c.inner], inner, c.targetTypes, depth + 1)}`;
+      return sql`SELECT ${raw(f)}.pk FROM idx_reference ${raw(f)} WHERE ${spCondition(f, c.refSps)} AND (${raw(f)}.target_type, ${raw(f)}.target_id) IN (${pairs})`;
+    }
+    case 'has': {
+      // Targets of the references held by the source resources that match the inner criterion: the
+      // ids the sources refer to, then those resources through (type, id).
+      const f = `f${depth}`;
+      const inner = `r${depth + 1}`;
+      const target = `r${depth + 2}`;
+      const sources = sql`SELECT ${raw(inner)}.pk FROM resource ${raw(inner)} WHERE ${resourceFilter(d, [c.inner], inner, [c.sourceType], depth + 1)}`;
+      const targetTypes = c.targetTypes.filter((type) => types.includes(type));
+      if (targetTypes.length === 0) return sql`SELECT ${raw(target)}.pk FROM resource ${raw(target)} WHERE 1=0`;
+      if (targetTypes.length === 1) {
+        const [type] = targetTypes;
+        const ids = sql`SELECT ${raw(f)}.target_id FROM idx_reference ${raw(f)} WHERE ${spCondition(f, c.refSps, d)} AND ${raw(f)}.target_type = ${type} AND ${raw(f)}.pk${raw(d.driver.open)}${sources}${raw(d.driver.close)}`;
+        return sql`SELECT ${raw(target)}.pk FROM resource ${raw(target)} WHERE ${raw(target)}.type = ${type} AND ${raw(target)}.id${raw(d.driver.open)}${ids}${raw(d.driver.close)}`;
+      }
+      const pairs = sql`SELECT ${raw(f)}.target_type, ${raw(f)}.target_id FROM idx_reference ${raw(f)} WHERE ${spCondition(f, c.refSps, d)} AND ${raw(f)}.pk IN (${sources})`;
+      return sql`SELECT ${raw(target)}.pk FROM resource ${raw(target)} WHERE ${typeCondition(target, targetTypes)} AND (${raw(target)}.type, ${raw(target)}.id) IN (${pairs})`;
+    }
+    default:
+      throw new Error(`criterion ${c.kind} cannot drive a query`);
+  }
+}
+
+/**
+ * The WHERE condition selecting resources of `types` (alias `alias`) that match every criterion: the
+ * most selective drivable criterion as an IN (index range), the others as EXISTS probes.
+ */
+export function resourceFilter(
+  d: Dialect,
+  criteria: readonly PlannedCriterion[],
+  alias: string,
+  types: readonly string[],
+  depth: number,
+): Sql {
+  const a = raw(alias);
+  const conditions: Sql[] = [typeCondition(alias, types), sql`${a}.deleted = 0`];
+  let driver: PlannedCriterion | undefined;
+  if (!criteria.some((c) => c.kind === 'id')) {
+    for (const c of criteria) {
+      if (drivable(c) && c.selectivity <= DRIVER_THRESHOLD && (!driver || c.selectivity < driver.selectivity))
+        driver = c;
+    }
+  }
+  for (const c of criteria) {
+    if (c === driver)
+      conditions.push(sql`${a}.pk${raw(d.driver.open)}${criterionSet(d, c, types, depth)}${raw(d.driver.close)}`);
+    else conditions.push(criterionCondition(d, c, alias, depth));
+  }
+  return and(conditions);
+}
+
+function sortExpression(d: Dialect, s: PlannedSort, alias: string): Sql {
+  if (s.kind === 'column') return raw(`${alias}.${s.column}`);
+  const fn = s.descending ? 'MAX' : 'MIN';
+  const filter = s.filter ? sql` AND ${s.filter}` : raw('');
+  return sql`(SELECT ${raw(fn)}(${s.column}) FROM ${raw(s.table)} t WHERE t.pk = ${raw(alias)}.pk AND ${spCondition('t', s.sps, d)}${filter})`;
+}
+
+export interface PageBounds {
+  /** Rows to fetch (the page size + 1, to know whether there is more). */
+  readonly limit: number;
+  /** Keyset position: [...sort values, pk]. */
+  readonly position?: readonly SqlValue[];
+  /** Fetch the rows before `position` (a previous page), in reverse order. */
+  readonly backwards?: boolean;
+}
+
+/**
+ * Strictly after (or before) `position` in the order (sort keys with NULLs last, then pk): for keys
+ * k1..kn and values v1..vn, `k1 > v1 OR (k1 = v1 AND (k2 > v2 OR ...))`, with the NULL cases spelled out
+ * when `nullable`.
+ */
+function keysetCondition(
+  keys: readonly { expr: Sql; descending: boolean }[],
+  values: readonly SqlValue[],
+  pk: Sql,
+  backwards: boolean,
+  nullable = true,
+): Sql {
+  const build = (i: number): Sql => {
+    if (i === keys.length) {
+      const pkValue = values[values.length - 1];
+      return backwards ? sql`${pk} < ${pkValue}` : sql`${pk} > ${pkValue}`;
+    }
+    const { expr, descending } = keys[i];
+    const value = values[i];
+    const rest = build(i + 1);
+    if (value === null || value === undefined) {
+      // NULLs come last: after a NULL only NULLs; before it every non-NULL.
+      return backwards
+        ? or([sql`${expr} IS NOT NULL`, and([sql`${expr} IS NULL`, rest])])
+        : and([sql`${expr} IS NULL`, rest]);
+    }
+    const beyond = descending !== backwards ? sql`${expr} < ${value}` : sql`${expr} > ${value}`;
+    const tie = and([sql`${expr} = ${value}`, rest]);
+    if (!nullable) return or([beyond, tie]);
+    return backwards ? and([sql`${expr} IS NOT NULL`, or([beyond, tie])]) : or([sql`${expr} IS NULL`, beyond, tie]);
+  };
+  return build(0);
+}
+
+const direction = (descending: boolean): string => (descending ? 'DESC' : 'ASC');
+
+/**
+ * The page query, as one or two statements run in turn until the page is full (pk, id, type, content
+ * and the sort values `s0`... of each row). Four shapes:
+ *  - no _sort: resources in pk order (the stable default);
+ *  - _sort on _id/_lastUpdated only: the resource table in that order (its indexes serve it);
+ *  - one _sort parameter and no selective criterion: the parameter's index rows in value order, one
+ *    row per resource (its MIN or MAX), stopping after a page; then the resources without a value;
+ *  - otherwise: every match with its sort values, sorted (cheap when a selective criterion drives).
+ */
+export function compileSearch(plan: Plan, dialect: Dialect, page: PageBounds): PageStatement {
+  const [first, ...rest] = pageStatements(plan, dialect, page);
+  return Object.assign(new Sql(first.text, first.params), { continuation: rest });
+}
+
+/** A page query; when it returns less than a page, `continuation` runs next (NULLs-last phase). */
+export type PageStatement = Sql & { readonly continuation: readonly Sql[] };
+
+function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
+  const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
+  const backwards = page.backwards ?? false;
+  const prefix = raw(dialect.adhocStatement);
+  const limit = page.limit;
+  if (plan.sort.length === 0) {
+    const keyset = page.position ? keysetCondition([], page.position, raw('r0.pk'), backwards) : raw('1=1');
+    return [
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
+    ];
+  }
+  if (plan.sort.every((s) => s.kind === 'column')) {
+    const keys = plan.sort.map((s) => ({ expr: raw(`r0.${s.column}`), descending: s.descending }));
+    const keyset = page.position ? keysetCondition(keys, page.position, raw('r0.pk'), backwards, false) : raw('1=1');
+    const order = [
+      ...keys.map((k) => `${k.expr.text} ${direction(k.descending !== backwards)}`),
+      `r0.pk ${direction(backwards)}`,
+    ];
+    const values = keys.map((k, i) => `${k.expr.text} AS s${i}`).join(', ');
+    return [
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, r0.content, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
+    ];
+  }
+  const only = plan.sort[0];
+  if (plan.sort.length === 1 && only.kind === 'index' && only.sps.length === 1 && !hasDriver(plan.criteria)) {
+    return streamedSort(dialect, plan, only, page);
+  }
+  const columns = plan.sort.map((s, i) => sql`${sortExpression(dialect, s, 'r0')} AS s${raw(String(i))}`);
+  const keys = plan.sort.map((s, i) => ({ expr: raw(`q.s${i}`), descending: s.descending }));
+  const keyset = page.position ? keysetCondition(keys, page.position, raw('q.pk'), backwards) : raw('1=1');
+  const order = [
+    ...keys.flatMap((k) => [
+      `(${k.expr.text} IS NULL) ${direction(backwards)}`,
+      `${k.expr.text} ${direction(k.descending !== backwards)}`,
+    ]),
+    `q.pk ${direction(backwards)}`,
+  ].join(', ');
+  const sortValues = keys.map((k) => k.expr.text).join(', ');
+  return [
+    sql`${prefix}SELECT r.pk, r.id, r.type, r.content, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
+  ];
+}
+
+function hasDriver(criteria: readonly PlannedCriterion[]): boolean {
+  return criteria.some((c) => c.kind === 'id' || (drivable(c) && c.selectivity <= DRIVER_THRESHOLD));
+}
+
+/**
+ * A single-parameter sort read from the parameter's index in value order. Each resource's key is the
+ * MIN (ascending) or MAX (descending) of its rows; the NOT EXISTS keeps, per resource, the one row that
+ * holds it (the tiebreak columns make that row unique), so the scan can stop after a page. Resources
+ * without a value follow, in pk order (NULLs last), in a second statement.
+ */
+function streamedSort(d: Dialect, plan: Plan, s: Extract<PlannedSort, { kind: 'index' }>, page: PageBounds): Sql[] {
+  const prefix = raw(d.adhocStatement);
+  const backwards = page.backwards ?? false;
+  const position = page.position;
+  const inNullPhase = position !== undefined && (position[0] === null || position[0] === undefined);
+  const filter = (alias: string) => (s.filter ? sql` AND ${withAlias(s.filter, alias)}` : raw(''));
+  const key = [s.column, ...s.tiebreak];
+  // `u` comes before `t` among one resource's rows.
+  const before = (i: number): Sql => {
+    const u = withAlias(key[i], 'u');
+    const t = key[i];
+    const first = s.descending ? sql`${u} > ${t}` : sql`${u} < ${t}`;
+    return i === key.length - 1 ? first : or([first, and([sql`${u} = ${t}`, before(i + 1)])]);
+  };
+  const holder = sql`NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = t.pk AND ${spCondition('u', s.sps, d)}${filter('u')} AND ${before(0)}${raw(d.probeSuffix)})`;
+  const filterR0 = resourceFilter(d, plan.criteria, 'r0', plan.types, 0);
+  const valued = (keyset: Sql): Sql => {
+    const order = `${s.column.text} ${direction(s.descending !== backwards)}, t.pk ${direction(backwards)}`;
+    const inner = sql`SELECT t.pk AS pk, ${s.column} AS s0 FROM ${raw(s.table)} t JOIN resource r0 ON r0.pk = t.pk WHERE ${spCondition('t', s.sps)}${filter('t')} AND ${keyset} AND ${holder} AND ${filterR0} ORDER BY ${raw(order)} LIMIT ${page.limit}`;
+    return sql`${prefix}SELECT r.pk, r.id, r.type, r.content, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
+  };
+  const missing = (keyset: Sql): Sql =>
+    sql`${prefix}SELECT r0.pk, r0.id, r0.type, r0.content, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${page.limit}`;
+  const valueKeyset = (): Sql =>
+    position && !inNullPhase
+      ? keysetCondition([{ expr: s.column, descending: s.descending }], position, raw('t.pk'), backwards, false)
+      : raw('1=1');
+  const missingKeyset = (): Sql =>
+    position && inNullPhase ? keysetCondition([], position, raw('r0.pk'), backwards) : raw('1=1');
+  if (!backwards) return inNullPhase ? [missing(missingKeyset())] : [valued(valueKeyset()), missing(raw('1=1'))];
+  return inNullPhase ? [missing(missingKeyset()), valued(raw('1=1'))] : [valued(valueKeyset())];
+}
+
+/** COUNT of every match, capped at `cap` rows when given (so an estimate never scans more). */
+export function compileCount(plan: Plan, dialect: Dialect, cap?: number): Sql {
+  const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
+  const prefix = raw(dialect.adhocStatement);
+  if (cap === undefined) return sql`${prefix}SELECT COUNT(*) AS n FROM resource r0 WHERE ${filter}`;
+  return sql`${prefix}SELECT COUNT(*) AS n FROM (SELECT 1 FROM resource r0 WHERE ${filter} LIMIT ${cap}) c`;
+}
+
+/** The matches of a search without paging (`column` of each: pk or id), for EXPLAIN, estimates and conditional references. */
+export function compileMatches(plan: Plan, dialect: Dialect, column: 'pk' | 'id' = 'pk', limit?: number): Sql {
+  const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
+  const query = sql`${raw(dialect.adhocStatement)}SELECT r0.${raw(column)} FROM resource r0 WHERE ${filter}`;
+  return limit === undefined ? query : sql`${query} LIMIT ${limit}`;
+}
+
+/**
+ * One round of _include (the resources the `pks` refer to through the directive's parameters) or
+ * _revinclude (the resources of the source types whose parameters refer to `targets`), at most `limit`.
+ */
+export function compileInclude(
+  dialect: Dialect,
+  include: PlannedInclude,
+  from: { readonly pks?: readonly number[]; readonly targets?: ReadonlyMap<string, readonly string[]> },
+  limit: number,
+): Sql {
+  const prefix = raw(dialect.adhocStatement);
+  let pks: Sql;
+  if (!include.directive.reverse) {
+    const targetType = include.directive.targetType;
+    const typeFilter = targetType ? sql` AND i.type = ${targetType}` : raw('');
+    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN ${list(from.pks ?? [])} AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
+  } else {
+    const targets = [...(from.targets ?? new Map<string, string[]>())].map(
+      ([type, ids]) => sql`(f.target_type = ${type} AND f.target_id IN ${list(ids)})`,
+    );
+    pks = sql`SELECT f.pk FROM idx_reference f WHERE ${spCondition('f', include.sps)} AND ${or(targets)}`;
+  }
+  const types = include.directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
+  return sql`${prefix}SELECT r.pk, r.id, r.type, r.content FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${limit}`;
+}

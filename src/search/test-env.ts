@@ -1,0 +1,100 @@
+// Shared set-up of the search engine's database tests: a fresh database (test-support/databases.ts),
+// migrated, with the engine and the store wired as app.ts wires them, and helpers that search as a
+// caller allowed everything (or only some types) and return the Bundle parsed.
+import type { Principal } from '../auth/principal.js';
+import { loadConfig } from '../config.js';
+import { loadR4Definitions } from '../definitions/registry.js';
+import type { FhirRequest } from '../fhir/services.js';
+import { createFhirServices } from '../fhir/create-services.js';
+import { Importer } from '../import/importer.js';
+import { migrate } from '../storage/migrate.js';
+import { openDatabase } from '../storage/open-database.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import { SqlResourceStore } from '../storage/sql-resource-store.js';
+import type { FhirResource } from '../storage/store.js';
+import { testDatabase } from '../test-support/databases.js';
+import type { BACKENDS } from '../test-support/databases.js';
+import type { AmbientSearchEngine } from './engine.js';
+import { TEST_BASE } from './test-fixtures.js';
+
+export interface SearchBundle {
+  resourceType: 'Bundle';
+  total?: number;
+  link?: { relation: string; url: string }[];
+  entry?: { fullUrl?: string; resource: FhirResource & { id: string }; search: { mode: string } }[];
+}
+
+export interface SearchTestEnv {
+  readonly db: SqlDatabase;
+  readonly engine: AmbientSearchEngine;
+  readonly store: SqlResourceStore;
+  readonly importer: Importer;
+  /** Searches `type` (undefined: system search) with a query string; throws the AppError of a 4xx. */
+  search(
+    type: string | undefined,
+    query: string,
+    options?: { strict?: boolean; principal?: Principal },
+  ): Promise<SearchBundle>;
+  /** Ids (`id`, or `Type/id` when `qualified`) of the match entries, in order. */
+  matchIds(bundle: SearchBundle, qualified?: boolean): string[];
+  includeIds(bundle: SearchBundle): string[];
+  dispose(): Promise<void>;
+}
+
+export const allowAll: Principal = {
+  accountId: 'test',
+  username: 'test',
+  scopes: ['system/*.cruds'],
+  canFhir: () => true,
+  hasScope: () => true,
+};
+
+export function principalFor(searchable: readonly string[]): Principal {
+  return {
+    accountId: 'limited',
+    username: 'limited',
+    scopes: searchable.map((t) => `system/${t}.s`),
+    canFhir: (action, type) => action === 'search' && searchable.includes(type),
+    hasScope: () => false,
+  };
+}
+
+export async function createSearchTestEnv(backend: (typeof BACKENDS)[number]): Promise<SearchTestEnv> {
+  const database = await testDatabase(backend);
+  const db = openDatabase(database.url);
+  await migrate(db);
+  const registry = loadR4Definitions();
+  const config = loadConfig({ AMBIENT_PUBLIC_URL: TEST_BASE.replace(/\/fhir$/, '') });
+  const services = createFhirServices(config, db, registry);
+  const engine = services.search as AmbientSearchEngine;
+  const store = services.store as SqlResourceStore;
+  // The import command's loader: the API's transaction write path (validation, urn:uuid, conditional references).
+  const importer = new Importer(services);
+  return {
+    db,
+    engine,
+    store,
+    importer,
+    async search(type, query, options = {}) {
+      const request: FhirRequest = { services, principal: options.principal ?? allowAll };
+      const response = await engine.search(request, type, [...new URLSearchParams(query)], {
+        strict: options.strict ?? false,
+      });
+      return JSON.parse(response.body as string) as SearchBundle;
+    },
+    matchIds(bundle, qualified = false) {
+      return (bundle.entry ?? [])
+        .filter((e) => e.search.mode === 'match')
+        .map((e) => (qualified ? `${e.resource.resourceType}/${e.resource.id}` : e.resource.id));
+    },
+    includeIds(bundle) {
+      return (bundle.entry ?? [])
+        .filter((e) => e.search.mode === 'include')
+        .map((e) => `${e.resource.resourceType}/${e.resource.id}`);
+    },
+    async dispose() {
+      await db.close();
+      await database.dispose();
+    },
+  };
+}

@@ -1,0 +1,15 @@
+import { resourcesMigration } from './001-resources.js';
+import { accountsMigration } from './002-accounts.js';
+import { searchIndexesMigration } from './003-search-indexes.js';
+import { scribeMigration } from './004-scribe.js';
+import { resourceLinksMigration } from './005-resource-links.js';
+import type { Migration } from './migration.js';
+
+/** Every migration, in version order. Add new ones at the end; never change a shipped one. */
+export const MIGRATIONS: readonly Migration[] = [
+  resourcesMigration,
+  accountsMigration,
+  searchIndexesMigration,
+  scribeMigration,
+  resourceLinksMigration,
+];

@@ -14,7 +14,9 @@ import pg from 'pg';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
-const WORKLOAD = process.env.AMBIENT_BENCH_WORKLOAD ?? join(ROOT, '..', 'shared', 'bench', 'workload.mjs');
+const BESIDE = join(ROOT, '..', 'shared', 'bench', 'workload.mjs');
+const WORKLOAD =
+  process.env.AMBIENT_BENCH_WORKLOAD ?? (existsSync(BESIDE) ? BESIDE : '/work/shared/bench/workload.mjs');
 const POSTGRES_URL = process.env.AMBIENT_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');

@@ -34,6 +34,9 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     ...(parts.https ? { https: { cert: parts.https.cert, key: parts.https.key } } : {}),
     ...(parts.logger ? { loggerInstance: parts.logger as FastifyBaseLogger } : { logger: false }),
     bodyLimit: config.maxBodyBytes,
+    // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same
+    // OperationOutcome (or OAuth error) as every other error.
+    frameworkErrors: (error, request, reply) => errorHandler(error, request, reply),
     trustProxy: config.trustProxy,
     // FHIR ids may hold dots and dashes; keep routing exact and case-sensitive.
     routerOptions: { caseSensitive: true, ignoreTrailingSlash: true, maxParamLength: 200 },

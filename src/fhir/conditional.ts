@@ -1,4 +1,5 @@
 // Conditional interactions find their target by a search (https://hl7.org/fhir/R4/http.html#cond-update).
+import { createHash } from 'node:crypto';
 import { AppError } from '../errors.js';
 import type { SqlExecutor } from '../storage/sql/database.js';
 import type { FhirRequest } from './services.js';
@@ -56,5 +57,7 @@ export async function lockCriteria(tx: SqlExecutor, type: string, criteria: [str
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([n, v]) => `${n}=${v}`)
     .join('&')}`;
-  await tx.query(statement, [key]);
+  // A digest, not the criteria themselves: the key is only compared, and raw client text (a NUL byte,
+  // say) has no business reaching the database unparsed.
+  await tx.query(statement, [createHash('sha256').update(key).digest('hex')]);
 }

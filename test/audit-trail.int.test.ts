@@ -55,4 +55,32 @@ describe('access audit lines', () => {
     const line = accessLines().find((l) => JSON.stringify(l.ids ?? []).includes(written[0]));
     expect(line?.ids).toEqual(written);
   });
+
+  it('names every resource a search returned, included ones too', async () => {
+    const patient = (
+      await t.app.inject({ method: 'POST', url: '/fhir/Patient', headers: auth, payload: '{"resourceType":"Patient"}' })
+    ).json();
+    const encounter = (
+      await t.app.inject({
+        method: 'POST',
+        url: '/fhir/Encounter',
+        headers: auth,
+        payload: JSON.stringify({
+          resourceType: 'Encounter',
+          status: 'finished',
+          class: { code: 'AMB' },
+          subject: { reference: `Patient/${patient.id}` },
+        }),
+      })
+    ).json();
+    await t.app.inject({
+      method: 'GET',
+      url: `/fhir/Patient?_id=${patient.id}&_revinclude=Encounter:patient`,
+      headers: auth,
+    });
+    const line = accessLines().find(
+      (l) => l.method === 'GET' && JSON.stringify(l.ids ?? []).includes(`Encounter/${encounter.id}`),
+    );
+    expect(line?.ids).toEqual([`Patient/${patient.id}`, `Encounter/${encounter.id}`]);
+  });
 });

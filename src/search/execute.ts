@@ -154,7 +154,9 @@ export async function executeSearch(ctx: ExecuteContext, request: SearchRequest,
   });
   const entries = [...rows.map((r) => entry(r, 'match')), ...included.map((r) => entry(r, 'include'))];
   if (issues.length) entries.push(outcomeEntry(issues));
-  return bundle(ctx, plan, { total, entries, links });
+  // The audit trail names every resource a search returned, matches and includes alike.
+  const accessed = [...rows, ...included].map((r) => `${r.type}/${r.id}`);
+  return { ...bundle(ctx, plan, { total, entries, links }), accessed };
 }
 
 function bundle(

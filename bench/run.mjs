@@ -6,11 +6,11 @@
 // recreated in it), AMBIENT_BENCH_WORKLOAD (default ../shared/bench/workload.mjs).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { freePort, run } from './processes.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
@@ -34,29 +34,6 @@ const MEDPLUM = {
   W3_search_encByPatient_c8: 919,
   W3_search_patRevinclude_c8: 785,
 };
-
-function run(command, commandArgs, { env = {}, input } = {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, commandArgs, { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
-    child.on('exit', (code) =>
-      code === 0 ? resolve(out) : reject(new Error(`${command} ${commandArgs.join(' ')} exited ${code}:\n${out}`)),
-    );
-    child.stdin.end(input ?? '');
-  });
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitReady(url) {
   for (let i = 0; i < 300; i++) {

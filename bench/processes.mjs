@@ -1,0 +1,28 @@
+// What the benchmark and the soak share: running the CLI and finding a free port.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+
+/** Runs a command to completion; resolves with its output, rejects (with the output) on a non-zero exit. */
+export function run(command, args, { env = {}, input } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`${command} ${args.join(' ')} exited ${code}:\n${out}`)),
+    );
+    child.stdin.end(input ?? '');
+  });
+}
+
+/** A TCP port nobody listens on right now. */
+export function freePort() {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -17,6 +17,15 @@ describe('access audit lines', () => {
   afterAll(async () => t?.close());
 
   const accessLines = () => lines.filter((l) => l.audit === true && l.event === 'access');
+  /** The access line is logged when the response has been sent, which can be just after inject resolves. */
+  const accessLine = async (predicate: (line: Record<string, unknown>) => boolean) => {
+    for (let i = 0; i < 100; i++) {
+      const line = accessLines().find(predicate);
+      if (line) return line;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return undefined;
+  };
 
   it('names the resource written, read and listed in history, and never the token', async () => {
     const created = await t.app.inject({
@@ -28,6 +37,9 @@ describe('access audit lines', () => {
     const id = created.json().id;
     await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
     await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history`, headers: auth });
+    await accessLine(
+      (l) => l.method === 'GET' && String(l.path).endsWith('/_history') && JSON.stringify(l.ids ?? []).includes(id),
+    );
     const mine = accessLines().filter((l) => JSON.stringify(l.ids ?? []).includes(id));
     expect(mine.map((l) => l.method)).toEqual(['POST', 'GET', 'GET']);
     for (const line of mine) expect(line.ids).toEqual([`Patient/${id}`]);
@@ -52,7 +64,7 @@ describe('access audit lines', () => {
     const written = res
       .json()
       .entry.map((e: { response: { location: string } }) => e.response.location.replace(/\/_history\/1$/, ''));
-    const line = accessLines().find((l) => JSON.stringify(l.ids ?? []).includes(written[0]));
+    const line = await accessLine((l) => JSON.stringify(l.ids ?? []).includes(written[0]));
     expect(line?.ids).toEqual(written);
   });
 
@@ -78,7 +90,7 @@ describe('access audit lines', () => {
       url: `/fhir/Patient?_id=${patient.id}&_revinclude=Encounter:patient`,
       headers: auth,
     });
-    const line = accessLines().find(
+    const line = await accessLine(
       (l) => l.method === 'GET' && JSON.stringify(l.ids ?? []).includes(`Encounter/${encounter.id}`),
     );
     expect(line?.ids).toEqual([`Patient/${patient.id}`, `Encounter/${encounter.id}`]);

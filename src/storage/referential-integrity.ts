@@ -4,10 +4,12 @@
 import { AppError } from '../errors.js';
 import type { SqlExecutor } from './sql/database.js';
 
-/** What one transaction wrote: the resources (by pk) and the ones it deleted. */
+/** One open write transaction and what it wrote: the resources (by pk) and the ones it deleted. */
 export class WriteSet {
   readonly written = new Set<number>();
   readonly deleted: { type: string; id: string }[] = [];
+
+  constructor(readonly tx: SqlExecutor) {}
 }
 
 const CHUNK = 500;

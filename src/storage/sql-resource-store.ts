@@ -80,23 +80,27 @@ export class SqlResourceStore implements ResourceStore {
   ) {}
 
   async transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T> {
-    if (!('transaction' in this.db)) return fn(this, this.db);
-    return this.writeWithRetry(async (tx) => {
-      const writes = new WriteSet();
-      const result = await fn(
-        new SqlResourceStore(tx, this.indexWriters, this.clock, this.referentialIntegrity, writes),
-        tx,
-      );
-      if (this.referentialIntegrity) await checkReferentialIntegrity(tx, writes);
-      return result;
-    });
+    if (this.writes) return fn(this, this.db as SqlExecutor);
+    return this.inNewTransaction((bound, writes) => fn(bound, writes.tx));
   }
 
   /** Runs one write: in the open transaction, or in a new one (with its own integrity check). */
   private write<T>(fn: (tx: SqlExecutor, writes: WriteSet) => Promise<T>): Promise<T> {
-    const db = this.db;
-    if (!('transaction' in db)) return fn(db, this.writes ?? new WriteSet());
-    return this.transaction((_store, tx) => fn(tx, (_store as SqlResourceStore).writes!));
+    if (this.writes) return fn(this.db as SqlExecutor, this.writes);
+    return this.inNewTransaction((_bound, writes) => fn(writes.tx, writes));
+  }
+
+  /** A new transaction (retried on conflicts) with a store bound to it; integrity is checked before commit. */
+  private inNewTransaction<T>(fn: (bound: SqlResourceStore, writes: WriteSet) => Promise<T>): Promise<T> {
+    return this.writeWithRetry(async (tx) => {
+      const writes = new WriteSet(tx);
+      const result = await fn(
+        new SqlResourceStore(tx, this.indexWriters, this.clock, this.referentialIntegrity, writes),
+        writes,
+      );
+      if (this.referentialIntegrity) await checkReferentialIntegrity(tx, writes);
+      return result;
+    });
   }
 
   async create(resource: FhirResource, options: { id?: string } = {}): Promise<WriteResult> {

@@ -11,12 +11,16 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { freePort, run } from './processes.mjs';
+import { importSynthea, searchMix } from './synthea-mix.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
 const BESIDE = join(ROOT, '..', 'shared', 'bench', 'workload.mjs');
 const WORKLOAD =
   process.env.AMBIENT_BENCH_WORKLOAD ?? (existsSync(BESIDE) ? BESIDE : '/work/shared/bench/workload.mjs');
+const FIXTURES_BESIDE = join(ROOT, '..', 'shared', 'fixtures');
+const FIXTURES =
+  process.env.AMBIENT_FIXTURES ?? (existsSync(FIXTURES_BESIDE) ? FIXTURES_BESIDE : '/work/shared/fixtures');
 const POSTGRES_URL = process.env.AMBIENT_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -75,6 +79,14 @@ async function databaseUrl(backend) {
   return url.toString();
 }
 
+async function tokenFor(url, password) {
+  const res = await fetch(`${url}/v1/ambient/api/auth/token`, {
+    method: 'POST',
+    body: new URLSearchParams({ username: 'bench', password }),
+  });
+  return (await res.json()).access_token;
+}
+
 async function benchBackend(backend) {
   const env = { DATABASE_URL: await databaseUrl(backend), LOG_LEVEL: 'warn' };
   const password = `bench-${Math.random().toString(36).slice(2)}-pw`;
@@ -104,7 +116,14 @@ async function benchBackend(backend) {
       },
     });
     const results = JSON.parse(readFileSync(outFile, 'utf8'));
-    return { backend, results, peakRssMb: peakRssMb(server.pid) };
+    let synthea;
+    if (!args.includes('--no-synthea')) {
+      const ingest = await importSynthea(BIN, env, FIXTURES, quick);
+      const token = await tokenFor(url, password);
+      const mix = await searchMix(url, token, { n: quick ? 40 : 200 });
+      synthea = { ingest, mix };
+    }
+    return { backend, results, synthea, peakRssMb: peakRssMb(server.pid) };
   } finally {
     server.kill('SIGTERM');
     await new Promise((r) => server.on('exit', r));
@@ -147,3 +166,20 @@ console.log(
   `\nambient-fhir, ${cpus().length} cores (${cpus()[0].model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}${quick ? ', QUICK run' : ''}\n`,
 );
 console.log(table(runs));
+const withSynthea = runs.filter((r) => r.synthea);
+if (withSynthea.length > 0) {
+  console.log(
+    `\nSynthea import (through the API's write path): ${withSynthea
+      .map(
+        (r) =>
+          `${r.backend} ${r.synthea.ingest.resources} resources in ${r.synthea.ingest.seconds} s (${r.synthea.ingest.perSec}/s)`,
+      )
+      .join('; ')}\n`,
+  );
+  const header = ['search (8 clients)', ...withSynthea.flatMap((r) => [`${r.backend} ops/s`, 'p50 ms', 'p99 ms'])];
+  console.log(`| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|`);
+  withSynthea[0].synthea.mix.forEach((row, i) => {
+    const cells = withSynthea.flatMap((r) => [r.synthea.mix[i].perSec, r.synthea.mix[i].p50, r.synthea.mix[i].p99]);
+    console.log(`| ${[row.name, ...cells].join(' | ')} |`);
+  });
+}

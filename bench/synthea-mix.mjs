@@ -1,0 +1,83 @@
+// The Synthea part of `npm run bench`: how fast `import` loads the Synthea fixtures (through the API's
+// write path), then p50/p99 of a fixed search mix over that data: SPEC.md's searches, name, identifier,
+// token, date, reference, chain, _has, include and sorted paging.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { run } from './processes.mjs';
+
+/** Loads the fixtures with the import command; answers resources and resources/s. */
+export async function importSynthea(bin, env, fixtures, quick) {
+  const bundles = join(fixtures, 'synthea-r4-bundles');
+  const ndjson = join(fixtures, 'synthea-bulk-ndjson', '10-patients');
+  const paths = [ndjson, bundles].filter((p) => existsSync(p));
+  if (quick) paths.splice(paths.indexOf(bundles), 1);
+  const started = performance.now();
+  const output = await run(process.execPath, [bin, 'import', ...paths], { env });
+  const seconds = (performance.now() - started) / 1000;
+  const loaded = Number(/Loaded (\d+) resources/.exec(output)?.[1] ?? 0);
+  return { resources: loaded, seconds: +seconds.toFixed(1), perSec: Math.round(loaded / seconds) };
+}
+
+async function getJson(url, token) {
+  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`GET ${url} -> ${res.status} ${text.slice(0, 300)}`);
+  return JSON.parse(text);
+}
+
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+
+/** Runs each search of the mix `n` times with `concurrency` clients. */
+export async function searchMix(baseUrl, token, { n = 200, concurrency = 8 } = {}) {
+  const fhir = `${baseUrl}/fhir`;
+  // Real values to search for, taken from the loaded data.
+  const patient = (
+    await getJson(`${fhir}/Patient?identifier:missing=false&_has:Encounter:patient:status=finished&_count=1`, token)
+  ).entry[0].resource;
+  const identifier = patient.identifier.find((i) => i.system && i.value);
+  const prefix = patient.name[0].family.slice(0, 3);
+  const mix = {
+    'Patient?name (prefix)': `Patient?name=${encodeURIComponent(prefix)}`,
+    'Patient?identifier': `Patient?identifier=${encodeURIComponent(`${identifier.system}|${identifier.value}`)}`,
+    'Patient?gender&birthdate=ge': 'Patient?gender=female&birthdate=ge1980-01-01',
+    'Observation?code (token)': `Observation?code=${encodeURIComponent('http://loinc.org|8302-2')}`,
+    'Observation?code&date=ge': `Observation?code=${encodeURIComponent('http://loinc.org|8302-2')}&date=ge2019-01-01`,
+    'Encounter?patient': `Encounter?patient=Patient/${patient.id}`,
+    'Observation?subject:Patient.name (chain)': `Observation?subject:Patient.name=${encodeURIComponent(prefix)}&_count=10`,
+    'Patient?_has:Observation (reverse chain)': `Patient?_has:Observation:patient:code=${encodeURIComponent('http://loinc.org|8302-2')}&_count=10`,
+    'Encounter?patient&_include': `Encounter?patient=Patient/${patient.id}&_include=Encounter:patient`,
+    'Observation?patient&_sort=-date (3 pages)': `Observation?patient=Patient/${patient.id}&_sort=-date&_count=20`,
+  };
+  const rows = [];
+  for (const [name, query] of Object.entries(mix)) {
+    const latencies = [];
+    let next = 0;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < n) {
+          next++;
+          const t0 = performance.now();
+          let bundle = await getJson(`${fhir}/${query}`, token);
+          // Sorted paging: follow the next link twice, as a client walking the result would.
+          for (let page = 1; name.includes('pages') && page < 3; page++) {
+            const link = bundle.link?.find((l) => l.relation === 'next');
+            if (!link) break;
+            bundle = await getJson(link.url.replace(/^https?:\/\/[^/]+/, baseUrl), token);
+          }
+          latencies.push(performance.now() - t0);
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    latencies.sort((a, b) => a - b);
+    rows.push({
+      name,
+      perSec: +(latencies.length / seconds).toFixed(1),
+      p50: +percentile(latencies, 0.5).toFixed(2),
+      p99: +percentile(latencies, 0.99).toFixed(2),
+    });
+  }
+  return rows;
+}

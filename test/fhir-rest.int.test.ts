@@ -305,8 +305,14 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
           headers: { ...auth, 'content-type': FHIR_JSON },
           payload: JSON.stringify(body),
         });
-      expect((await put('abc', { resourceType: 'Patient', id: 'xyz' })).statusCode).toBe(400);
-      expect((await put('abc', { resourceType: 'Patient' })).statusCode).toBe(400);
+      for (const body of [{ resourceType: 'Patient', id: 'xyz' }, { resourceType: 'Patient' }]) {
+        const res = await put('abc', body);
+        expect(res.statusCode).toBe(400);
+        expect(res.json().issue[0]).toMatchObject({
+          expression: ['Patient.id'],
+          details: { coding: [{ code: 'id-mismatch' }] },
+        });
+      }
     });
 
     it('answers 404 for unknown types and ids, 400 for malformed ids, 405 for unsupported methods', async () => {

@@ -41,6 +41,12 @@ function queryString(request: FastifyRequest): string {
   return at < 0 ? '' : request.url.slice(at + 1);
 }
 
+/** If-Match as a version number (a malformed ETag is a 400), or undefined when absent. */
+function ifMatchVersion(request: FastifyRequest): number | undefined {
+  const ifMatch = header(request, 'if-match');
+  return ifMatch ? parseETagVersion(ifMatch) : undefined;
+}
+
 function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
@@ -153,7 +159,6 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   );
 
   app.put<{ Params: Params }>('/fhir/:type', async (request, reply) => {
-    const ifMatch = header(request, 'if-match');
     return sendFhir(
       request,
       reply,
@@ -162,7 +167,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         knownType(request.params.type),
         queryString(request),
         request.body,
-        ifMatch ? parseETagVersion(ifMatch) : undefined,
+        ifMatchVersion(request),
       ),
     );
   });
@@ -198,7 +203,6 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   });
 
   app.put<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
-    const ifMatch = header(request, 'if-match');
     return sendFhir(
       request,
       reply,
@@ -207,13 +211,12 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         knownType(request.params.type),
         request.params.id,
         request.body,
-        ifMatch ? parseETagVersion(ifMatch) : undefined,
+        ifMatchVersion(request),
       ),
     );
   });
 
   app.patch<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
-    const ifMatch = header(request, 'if-match');
     return sendFhir(
       request,
       reply,
@@ -223,7 +226,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         request.params.id,
         patchFormat(header(request, 'content-type')),
         request.body,
-        ifMatch ? parseETagVersion(ifMatch) : undefined,
+        ifMatchVersion(request),
       ),
     );
   });

@@ -40,7 +40,7 @@ export async function createInteraction(
       // Already there: answer it as it is (200), create nothing.
       const existing = await txStore.read(type, matches[0]);
       if (existing && !existing.deleted) {
-        return { ...writeResponse(request.services, existing, 200), isWrite: true };
+        return writeResponse(request.services, existing, 200);
       }
     }
     const { stored } = await txStore.create(resource, { id: options.id });

@@ -102,12 +102,7 @@ async function perform(request: FhirRequest, entry: PlannedEntry): Promise<FhirR
   }
 }
 
-function responseEntry(
-  request: FhirRequest,
-  response: FhirResponse,
-  options: BundleOptions,
-  fullUrl?: string,
-): BundleEntry {
+function responseEntry(request: FhirRequest, response: FhirResponse, options: BundleOptions): BundleEntry {
   const status = `${response.status} ${STATUS_CODES[response.status] ?? ''}`.trim();
   const body =
     response.body === undefined
@@ -115,10 +110,9 @@ function responseEntry(
       : typeof response.body === 'string'
         ? response.body
         : JSON.stringify(response.body);
-  const resourceId = body && response.location ? (JSON.parse(body) as { id?: string }).id : undefined;
   return {
-    fullUrl:
-      fullUrl ?? (resourceId && response.location ? response.location.replace(/\/_history\/[^/]+$/, '') : undefined),
+    // The written resource's URL is its version's Location without the version.
+    fullUrl: response.location?.replace(/\/_history\/[^/]+$/, ''),
     resourceText: options.returnResources || !response.isWrite ? body : undefined,
     response: {
       status,

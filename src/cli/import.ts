@@ -2,6 +2,7 @@
 import { loadConfig } from '../config.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { createFhirServices } from '../fhir/create-services.js';
+import { refreshSearchStatistics } from '../search/engine.js';
 import { Importer } from '../import/importer.js';
 import type { ImportProgress, ImportSummary } from '../import/importer.js';
 import { findSourceFiles } from '../import/sources.js';
@@ -69,6 +70,7 @@ export const importCommand: Command = {
         tty ? (p) => process.stderr.write(progressBar(p, startedAt)) : undefined,
       );
       if (tty) process.stderr.write('\n');
+      if (summary.resources > 0) await refreshSearchStatistics(db, true);
       process.stdout.write(`${formatSummary(summary)}\n`);
       return summary.failures.length > 0 ? 1 : 0;
     } finally {

@@ -32,6 +32,18 @@ export function createSearchCatalog(registry: R4Registry, baseUrl: string): Sear
 }
 
 /**
+ * Brings the database's statistics on the resource and index tables up to date: after a bulk load
+ * (`import`), and now and then while the server writes (StatisticsKeeper). Without it PostgreSQL plans
+ * searches right after a load as if the tables were still empty (measured: a `_has` search took 180 ms
+ * instead of 12 ms, a token search 7.5 ms instead of 0.4 ms).
+ */
+export async function refreshSearchStatistics(db: SqlDatabase, afterBulkLoad: boolean): Promise<void> {
+  for (const statement of db.dialect.refreshStatistics(['resource', ...TABLE_NAMES], afterBulkLoad)) {
+    await db.execute(statement);
+  }
+}
+
+/**
  * PostgreSQL plans searches from table statistics, which autovacuum refreshes only about once a minute:
  * right after a bulk load it would believe the tables are still small (and, for instance, sort every
  * Patient instead of walking them in order). After 1,000 writes through this process, at most every
@@ -56,8 +68,7 @@ class StatisticsKeeper {
     this.running = true;
     this.lastRun = now;
     this.writes = 0;
-    this.db
-      .execute(`ANALYZE resource, ${TABLE_NAMES.join(', ')}`)
+    refreshSearchStatistics(this.db, false)
       .catch(() => undefined)
       .finally(() => (this.running = false));
   }

@@ -60,6 +60,13 @@ export interface Dialect {
    * after one page (see docs/search.md, "Plans").
    */
   readonly probeSuffix: string;
+  /**
+   * Statements that bring the planner's statistics up to date after many writes to `tables`. PostgreSQL:
+   * `ANALYZE` (row counts and value distributions) or, after a bulk load, `VACUUM (ANALYZE)`, which also
+   * marks the pages all-visible so that index-only scans skip the table. SQLite plans without
+   * statistics (the query shapes and `probeColumn` fix its plans), so it needs nothing.
+   */
+  refreshStatistics(tables: readonly string[], afterBulkLoad: boolean): string[];
   /** Statements deleting every row of `pk` from each table. */
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
 }
@@ -96,6 +103,7 @@ export const sqliteDialect: Dialect = {
   probeColumn: (column) => `+${column}`,
   driver: { open: ' IN (', close: ')' },
   probeSuffix: '',
+  refreshStatistics: () => [],
   deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
 };
 
@@ -127,6 +135,9 @@ export const postgresDialect: Dialect = {
   probeColumn: (column) => column,
   driver: { open: ' = ANY(ARRAY(', close: '))' },
   probeSuffix: ' OFFSET 0',
+  refreshStatistics: (tables, afterBulkLoad) => [
+    `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
+  ],
   deleteByPk: (tables, pk) => [
     {
       sql: `WITH ${tables.map((table, i) => `d${i} AS (DELETE FROM ${table} WHERE pk = ?)`).join(', ')} SELECT 1`,

@@ -6,6 +6,7 @@
  */
 import type { TypedValue } from '@medplum/core';
 import type { R4Registry } from '../definitions/registry.js';
+import { fhirPathCopies, forFhirPath, type FhirPathCopies } from './fhirpath-copies.js';
 import { evaluateInvariant, type InvariantScope } from './invariants.js';
 import { describeJson, isBase64, PrimitiveChecker } from './primitives.js';
 import {
@@ -50,9 +51,9 @@ function validatorFor(registry: R4Registry): Validator {
   return validator;
 }
 
-/** Validates `resource` against the R4 base rules and returns every issue found (empty when valid). */
+/** Validates `resource` against the R4 base rules and returns every issue found (empty when valid). It never changes `resource`. */
 export function validateResource(resource: unknown, registry: R4Registry): ValidationIssue[] {
-  const walk = new ResourceWalk(registry, validatorFor(registry));
+  const walk = new ResourceWalk(registry, validatorFor(registry), fhirPathCopies(resource));
   walk.resource(resource, '', undefined);
   return walk.issues;
 }
@@ -68,6 +69,8 @@ class ResourceWalk {
   constructor(
     private readonly registry: R4Registry,
     validator: Validator,
+    /** What FHIRPath reads instead of the input where it would write into it (see fhirpath-copies.ts). */
+    private readonly copies: FhirPathCopies,
   ) {
     this.catalog = validator.catalog;
     this.primitives = validator.primitives;
@@ -96,7 +99,7 @@ class ResourceWalk {
       );
       return;
     }
-    const self: TypedValue = { type: resourceType as string, value };
+    const self: TypedValue = { type: resourceType as string, value: forFhirPath(value, this.copies) };
     const scope: InvariantScope = { resource: self, rootResource: container?.rootResource ?? self };
     const resourcePath = path || (resourceType as string);
     const references = new Set<string>();
@@ -401,7 +404,11 @@ class ResourceWalk {
     path: string,
     scope: InvariantScope,
   ): void {
-    const context: TypedValue = { type, value: shape ? withAbsentShadowedNames(value as JsonObject, shape) : value };
+    const readable = forFhirPath(value, this.copies);
+    const context: TypedValue = {
+      type,
+      value: shape ? withAbsentShadowedNames(readable as JsonObject, shape) : readable,
+    };
     for (const constraint of constraints) {
       if (evaluateInvariant(constraint, context, scope) === 'fail') {
         this.addInvariant(path, constraint.key, constraint.human);

@@ -41,6 +41,7 @@ export const ERROR_CATALOG = {
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
   'payload-too-large': { status: 413, issueType: 'too-long', oauthError: 'invalid_request' },
   'bundle-too-large': { status: 413, issueType: 'too-costly', oauthError: 'invalid_request' },
+  'too-many-index-rows': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
   'login-locked': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },

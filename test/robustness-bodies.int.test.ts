@@ -7,6 +7,7 @@ import { connect } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../src/definitions/registry.js';
+import { MAX_INDEX_ROWS_PER_RESOURCE } from '../src/storage/index-limits.js';
 import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from '../src/test-support/fhir-arbitraries.js';
 import { BACKENDS } from '../src/test-support/databases.js';
 import type { TestApp } from '../src/test-support/test-app.js';
@@ -799,16 +800,23 @@ describe('20 MB bodies under a 32 MiB limit', () => {
     expect(res.json().issue[0].expression).toEqual(['Patient.name[0].family']);
   });
 
-  it('stores a Patient of 330,000 names (20 MB; 3 MB in the quick run) and reads it back whole; refuses 20 MB of nesting (400)', async () => {
-    // 20 MB takes about 30 s (millions of index rows); the quick run sends 3 MB of the same shape.
-    const count = FULL ? 330_000 : 50_000;
-    const names = Array.from({ length: count }, (_, i) => ({
-      family: `Family-${i}`,
-      given: ['Given', 'Names', String(i)],
-    }));
-    const big = JSON.stringify({ resourceType: 'Patient', name: names });
+  it('refuses a Patient of 330,000 names (20 MB; 3 MB in the quick run) over the index-row bound (422) in bounded time, stores one under it and reads it back whole; refuses 20 MB of nesting (400)', async () => {
+    // Five index rows per name: 330,000 names asked for 1.65 million rows (10-19 s per write, the event loop
+    // blocked ~5 s on PostgreSQL) before the bound; now the write stops at the bound and is refused whole.
+    const patient = (count: number) => ({
+      resourceType: 'Patient',
+      name: Array.from({ length: count }, (_, i) => ({ family: `Family-${i}`, given: ['Given', 'Names', String(i)] })),
+    });
+    const big = JSON.stringify(patient(FULL ? 330_000 : 50_000));
     expect(big.length).toBeGreaterThan(FULL ? 19 * MB : 2 * MB);
-    const res = await post('/fhir/Patient', big);
+    const started = performance.now();
+    const refused = await post('/fhir/Patient', big);
+    expectClientError(refused, 'POST /fhir/Patient (a Patient over the index-row bound)', [422]);
+    expect(refused.json().issue[0].code).toBe('too-costly');
+    expect(performance.now() - started).toBeLessThan(10_000);
+
+    const names = patient(MAX_INDEX_ROWS_PER_RESOURCE / 5 - 100).name;
+    const res = await post('/fhir/Patient', JSON.stringify({ resourceType: 'Patient', name: names }));
     expect(res.statusCode, res.body.slice(0, 300)).toBe(201);
     const { id } = res.json() as { id: string };
     const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });

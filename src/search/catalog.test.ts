@@ -2,6 +2,7 @@
 // on purpose), parameter ids never collide, and extraction gives the rows docs/search.md describes.
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../definitions/registry.js';
+import { AppError } from '../errors.js';
 import { spId } from './catalog.js';
 import { createSearchCatalog } from './engine.js';
 
@@ -89,5 +90,30 @@ describe('search parameter catalog', () => {
       ['general-practitioner', 'Practitioner', '1'],
       ['general-practitioner', 'Organization', '2'],
     ]);
+  });
+
+  it('refuses a resource over its row limit at the row that crosses it, naming the parameter', () => {
+    const patient = {
+      resourceType: 'Patient',
+      name: Array.from({ length: 1_000 }, (_, i) => ({ family: `F${i}` })),
+      gender: 'male',
+    };
+    // Per name one `family` row and one `name` row (the assembled name is the family, stored once); then
+    // `gender`, and `deceased` (false when absent).
+    const rows = catalog.extract(patient).size;
+    expect(rows).toBe(2_002);
+    expect(catalog.extract(patient, rows).size).toBe(rows);
+    let refusal: unknown;
+    try {
+      catalog.extract(patient, 1_500);
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toBeInstanceOf(AppError);
+    expect(refusal).toMatchObject({ code: 'too-many-index-rows', status: 422 });
+    expect((refusal as AppError).message).toMatch(
+      /^This Patient needs more than 1,500 search index rows \(reached while indexing '(family|name)', which has 1,000 values\)/,
+    );
+    expect(() => catalog.extract(patient, rows - 1)).toThrow(AppError);
   });
 });

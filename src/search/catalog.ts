@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { R4Registry, SearchParameterDefinition, SearchParameterType } from '../definitions/registry.js';
 import type { CapabilitySearchParam } from '../fhir/services.js';
+import { tooManyIndexRows } from '../storage/index-limits.js';
 import { FhirPathCompiler, TypeModel } from './fhirpath/evaluate.js';
 import type { CompiledPath, Node } from './fhirpath/evaluate.js';
 import { dateParam } from './params/date.js';
@@ -18,7 +19,7 @@ import { referenceParam } from './params/reference.js';
 import { stringParam } from './params/string.js';
 import { tokenParam } from './params/token.js';
 import { uriParam } from './params/uri.js';
-import { RowSink } from './tables.js';
+import { RowLimitExceeded, RowSink } from './tables.js';
 import { parseDateRange } from './values/dates.js';
 import type { ReferenceParser } from './values/references.js';
 import { canonicalUnit, UCUM_SYSTEM } from './values/ucum.js';
@@ -128,10 +129,13 @@ export class SearchCatalog {
     return this.forType(resourceType).params.get(code);
   }
 
-  /** The index rows of one resource. */
-  extract(resource: Record<string, unknown> & { resourceType: string }): RowSink {
+  /**
+   * The index rows of one resource; more than `limit` rows throws `too-many-index-rows` (see
+   * storage/index-limits.ts), naming the parameter that crossed it.
+   */
+  extract(resource: Record<string, unknown> & { resourceType: string }, limit?: number): RowSink {
     const catalog = this.forType(resource.resourceType);
-    const sink = new RowSink();
+    const sink = new RowSink(limit);
     const root = this.compiler.resourceNode(resource);
     const ctx: ExtractContext = {
       sink,
@@ -140,19 +144,16 @@ export class SearchCatalog {
       stateOf: (type) => this.model.stateOf(type),
       model: this.model,
     };
-    const evalCtx = { root };
     for (const param of catalog.indexed) {
       const nodes = param.extract!(root, ctx);
       if (nodes.length === 0) continue;
-      if (param.kind === 'composite') {
-        nodes.forEach((node, i) => {
-          for (const component of param.components!) {
-            const values = component.path.evaluate([node], evalCtx);
-            component.handler.extract(values, component, i + 1, ctx);
-          }
-        });
-      } else {
-        param.handler!.extract(nodes, param, 0, ctx);
+      try {
+        extractParam(param, nodes, ctx, root);
+      } catch (error) {
+        if (!(error instanceof RowLimitExceeded)) throw error;
+        const values = nodes.length.toLocaleString('en-US');
+        const what = `search index rows (reached while indexing '${param.code}', which has ${values} values)`;
+        throw tooManyIndexRows(resource.resourceType, what, limit);
       }
     }
     return sink;
@@ -240,6 +241,20 @@ export class SearchCatalog {
     }
     return { ...base, kind: 'composite', extract, components };
   }
+}
+
+function extractParam(param: CatalogParam, nodes: readonly Node[], ctx: ExtractContext, root: Node): void {
+  if (param.kind !== 'composite') {
+    param.handler!.extract(nodes, param, 0, ctx);
+    return;
+  }
+  const evalCtx = { root };
+  nodes.forEach((node, i) => {
+    for (const component of param.components!) {
+      const values = component.path.evaluate([node], evalCtx);
+      component.handler.extract(values, component, i + 1, ctx);
+    }
+  });
 }
 
 const DAY_MS = 86_400_000;

@@ -1,7 +1,11 @@
 // Keeps the index tables in step with the resources, inside each write's transaction (called by
 // SqlResourceStore): delete the resource's rows (unless it is new), then one multi-row INSERT per index
-// table that has rows (one `unnest` statement per table on PostgreSQL). A Patient create is typically
-// 4-5 statements; nothing is read back. `writeBatch` does the same for many resources at once (reindex).
+// table that has rows (one `unnest` statement per table on PostgreSQL, whatever the row count; on SQLite
+// as many as its limit on bound parameters needs). A Patient create is typically 4-5 statements; nothing
+// is read back. A write needing more than MAX_INDEX_ROWS_PER_RESOURCE rows is refused (422) and rolled
+// back. `writeBatch` does the same for many resources at once (reindex), without the limit: what is
+// already stored (perhaps before the limit existed) must stay searchable.
+import { MAX_INDEX_ROWS_PER_RESOURCE } from '../storage/index-limits.js';
 import type { SqlExecutor, SqlValue } from '../storage/sql/database.js';
 import type { FhirResource, IndexWriter } from '../storage/store.js';
 import type { SearchCatalog } from './catalog.js';
@@ -17,7 +21,7 @@ export class SearchIndexWriter implements IndexWriter {
       for (const statement of tx.dialect.deleteByPk(TABLE_NAMES, pk)) await tx.execute(statement.sql, statement.params);
     }
     if (!resource) return;
-    await this.insert(tx, [{ pk, type, resource }]);
+    await this.insert(tx, [{ pk, type, resource }], MAX_INDEX_ROWS_PER_RESOURCE);
   }
 
   /** Rebuilds the rows of many resources (null: deleted, rows removed) in a few statements. */
@@ -42,11 +46,12 @@ export class SearchIndexWriter implements IndexWriter {
   private async insert(
     tx: SqlExecutor,
     resources: readonly { pk: number; type: string; resource: FhirResource }[],
+    limitPerResource?: number,
   ): Promise<number> {
     const rows = new Map<IndexTable, SqlValue[][]>();
     for (const { pk, type, resource } of resources) {
       if (!this.catalog.registry.isResourceType(type)) continue;
-      const sink = this.catalog.extract(resource as FhirResource & { resourceType: string });
+      const sink = this.catalog.extract(resource as FhirResource & { resourceType: string }, limitPerResource);
       for (const [table, tableRows] of sink.rows) {
         let list = rows.get(table);
         if (!list) rows.set(table, (list = []));

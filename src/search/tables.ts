@@ -34,14 +34,23 @@ export const TABLE_NAMES = Object.keys(INDEX_TABLES) as IndexTable[];
 /** A row without its pk: [sp, grp, ...values]. */
 export type IndexRow = SqlValue[];
 
-/** Collects the index rows of one resource, without duplicates. */
+/** Thrown by RowSink.add when a resource needs more rows than the sink's limit. */
+export class RowLimitExceeded extends Error {}
+
+/**
+ * Collects the index rows of one resource, without duplicates, up to `limit` rows: past it `add` throws
+ * at once, so a resource over the limit costs no more to refuse than one at the limit costs to index.
+ */
 export class RowSink {
   readonly rows = new Map<IndexTable, IndexRow[]>();
   private readonly seen = new Set<string>();
 
+  constructor(private readonly limit = Number.POSITIVE_INFINITY) {}
+
   add(table: IndexTable, row: IndexRow): void {
     const key = `${table}\u0001${row.join('\u0001')}`;
     if (this.seen.has(key)) return;
+    if (this.seen.size >= this.limit) throw new RowLimitExceeded();
     this.seen.add(key);
     let list = this.rows.get(table);
     if (!list) {

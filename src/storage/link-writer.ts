@@ -1,6 +1,7 @@
 // Keeps resource_link in step with every write: the local references (`Type/id`, or absolute on our own
 // base) of the current version of each resource. Contained (`#x`), urn: and external references are
 // not links to resources of this server.
+import { MAX_INDEX_ROWS_PER_RESOURCE, tooManyIndexRows } from './index-limits.js';
 import type { SqlExecutor } from './sql/database.js';
 import type { FhirResource, IndexWriter } from './store.js';
 
@@ -25,6 +26,9 @@ export function localReferences(resource: FhirResource, baseUrl: string): { type
   });
 }
 
+const LINK_COLUMNS = ['source_pk', 'target_type', 'target_id'];
+const LINK_PG_TYPES = ['bigint', 'text', 'text'];
+
 export class LinkWriter implements IndexWriter {
   constructor(private readonly baseUrl: string) {}
 
@@ -38,10 +42,14 @@ export class LinkWriter implements IndexWriter {
     if (!isNew) await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
     if (!resource) return;
     const links = localReferences(resource, this.baseUrl);
-    if (links.length === 0) return;
-    await tx.execute(
-      `INSERT INTO resource_link (source_pk, target_type, target_id) VALUES ${links.map(() => '(?, ?, ?)').join(', ')}`,
-      links.flatMap((link) => [pk, link.type, link.id]),
-    );
+    if (links.length > MAX_INDEX_ROWS_PER_RESOURCE) {
+      throw tooManyIndexRows(resource.resourceType, 'distinct references to resources of this server');
+    }
+    // Through the dialect: one statement of a fixed text on PostgreSQL (a VALUES list per link count would
+    // prepare a statement per count, and stop at 65,535 parameters), chunks under SQLite's limit.
+    const rows = links.map((link) => [pk, link.type, link.id]);
+    for (const statement of tx.dialect.insertRows('resource_link', LINK_COLUMNS, LINK_PG_TYPES, rows)) {
+      await tx.execute(statement.sql, statement.params);
+    }
   }
 }

@@ -152,13 +152,7 @@ export class FhirPathCompiler {
     switch (op) {
       case '|':
         // FHIRPath union: without duplicates (by value).
-        return (input, ctx) => {
-          const out: Node[] = [];
-          for (const node of [...left(input, ctx), ...right(input, ctx)]) {
-            if (!out.some((kept) => kept.value === node.value || deepEqual(kept.value, node.value))) out.push(node);
-          }
-          return out;
-        };
+        return (input, ctx) => distinctByValue([...left(input, ctx), ...right(input, ctx)]);
       case '=':
       case '!=': {
         const negate = op === '!=';
@@ -247,6 +241,36 @@ function toBoolean(nodes: readonly Node[]): boolean | undefined {
   if (nodes.length === 0) return undefined;
   if (nodes.length === 1 && typeof nodes[0].value === 'boolean') return nodes[0].value;
   return true;
+}
+
+/**
+ * The nodes without later duplicates by value (as `deepEqual` compares), in one pass: a union can hold the
+ * hundreds of thousands of codes of one ValueSet, where comparing each with every kept node took minutes.
+ */
+function distinctByValue(nodes: readonly Node[]): Node[] {
+  const primitives = new Set<unknown>();
+  const objects = new Set<string>();
+  return nodes.filter((node) => {
+    const seen = isObjectLike(node.value) ? objects : primitives;
+    const key = isObjectLike(node.value) ? canonicalJson(node.value) : node.value;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function isObjectLike(value: unknown): value is object {
+  return typeof value === 'object' && value !== null;
+}
+
+/** A text equal for exactly the values `deepEqual` finds equal: members in name order, arrays marked as such. */
+function canonicalJson(value: unknown): string {
+  if (!isObjectLike(value)) return value === undefined ? 'u' : `v${JSON.stringify(value)}`;
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const members = Object.keys(value)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  return `{${members.join(',')}}`;
 }
 
 function deepEqual(a: unknown, b: unknown): boolean {

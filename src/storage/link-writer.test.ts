@@ -1,0 +1,53 @@
+// resource_link rows: bounded per resource like the index rows, and written in statements that stay under
+// each backend's limit on bound parameters (the database tests write them for real).
+import { describe, expect, it } from 'vitest';
+import { AppError } from '../errors.js';
+import { MAX_INDEX_ROWS_PER_RESOURCE } from './index-limits.js';
+import { LinkWriter } from './link-writer.js';
+import type { SqlValue } from './sql/database.js';
+import { postgresDialect, sqliteDialect, type Dialect } from './sql/dialect.js';
+import type { SqlExecutor } from './sql/database.js';
+
+function recordingExecutor(dialect: Dialect) {
+  const statements: { sql: string; params: readonly SqlValue[] }[] = [];
+  const tx: SqlExecutor = {
+    dialect,
+    query: async () => [],
+    execute: async (sql, params = []) => {
+      statements.push({ sql, params });
+      return 0;
+    },
+  };
+  return { tx, statements };
+}
+
+const withReferences = (count: number) => ({
+  resourceType: 'Group',
+  member: Array.from({ length: count }, (_, i) => ({ entity: { reference: `Patient/p${i}` } })),
+});
+
+describe('LinkWriter', () => {
+  const writer = new LinkWriter('https://fhir.example/fhir');
+
+  it('writes 30,000 links in one fixed statement on PostgreSQL and in chunks under the parameter limit on SQLite', async () => {
+    const postgres = recordingExecutor(postgresDialect);
+    await writer.write(postgres.tx, 7, 'Group', withReferences(30_000), true);
+    expect(postgres.statements).toHaveLength(1);
+    expect(postgres.statements[0].params).toHaveLength(3);
+    expect((postgres.statements[0].params[2] as unknown as string[]).length).toBe(30_000);
+
+    const sqlite = recordingExecutor(sqliteDialect);
+    await writer.write(sqlite.tx, 7, 'Group', withReferences(30_000), true);
+    expect(sqlite.statements.length).toBeGreaterThan(1);
+    expect(Math.max(...sqlite.statements.map((s) => s.params.length))).toBeLessThan(32_766);
+    expect(sqlite.statements.reduce((n, s) => n + s.params.length, 0)).toBe(90_000);
+  });
+
+  it('refuses a resource with more distinct local references than the limit, before writing any', async () => {
+    const { tx, statements } = recordingExecutor(sqliteDialect);
+    const refused = writer.write(tx, 7, 'Group', withReferences(MAX_INDEX_ROWS_PER_RESOURCE + 1), true);
+    await expect(refused).rejects.toBeInstanceOf(AppError);
+    await expect(refused).rejects.toMatchObject({ code: 'too-many-index-rows', status: 422 });
+    expect(statements).toEqual([]);
+  });
+});

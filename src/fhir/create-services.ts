@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { createSearchEngine } from '../search/engine.js';
+import type { SearchEngineOptions } from '../search/engine.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { LinkWriter } from '../storage/link-writer.js';
 import { SqlResourceStore } from '../storage/sql-resource-store.js';
@@ -8,8 +9,13 @@ import { validateResource } from '../validation/validate.js';
 import type { FhirServices } from './services.js';
 
 /** The FHIR layer's services on one database: what the HTTP API and the import command both write through. */
-export function createFhirServices(config: Config, db: SqlDatabase, definitions: R4Registry): FhirServices {
-  const search = createSearchEngine(db, definitions, config);
+export function createFhirServices(
+  config: Config,
+  db: SqlDatabase,
+  definitions: R4Registry,
+  searchOptions?: SearchEngineOptions,
+): FhirServices {
+  const search = createSearchEngine(db, definitions, config, searchOptions);
   return {
     config,
     store: new SqlResourceStore(

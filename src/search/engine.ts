@@ -11,10 +11,12 @@ import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter } from '../storage/store.js';
 import { compileMatches } from './sql/compile.js';
 import { SearchCatalog } from './catalog.js';
+import { CardinalityEstimator } from './estimate.js';
 import { executeSearch } from './execute.js';
 import { SearchIndexWriter } from './index-writer.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
+import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
 import { ReferenceParser } from './values/references.js';
 
@@ -74,10 +76,22 @@ class StatisticsKeeper {
   }
 }
 
-export function createSearchEngine(db: SqlDatabase, registry: R4Registry, config: Config): AmbientSearchEngine {
+export interface SearchEngineOptions {
+  /** Replaces the estimates from the data (tests run every search shape with it). */
+  readonly estimate?: (plan: Plan) => Promise<Plan>;
+}
+
+export function createSearchEngine(
+  db: SqlDatabase,
+  registry: R4Registry,
+  config: Config,
+  options: SearchEngineOptions = {},
+): AmbientSearchEngine {
   const baseUrl = `${config.publicUrl}/fhir`;
   const catalog = createSearchCatalog(registry, baseUrl);
   const statistics = new StatisticsKeeper(db);
+  const estimator = new CardinalityEstimator(db);
+  const estimate = options.estimate ?? ((plan: Plan) => estimator.estimate(plan));
   const writer = new SearchIndexWriter(catalog);
   const indexWriter: IndexWriter = {
     write: (tx, pk, type, resource, isNew) => {
@@ -132,10 +146,11 @@ export function createSearchEngine(db: SqlDatabase, registry: R4Registry, config
       strict: options.strict,
       canSearch: (t) => request.principal.canFhir('search', t),
     });
+    const estimated = await estimate(plan);
     return executeSearch(
       { db, registry, baseUrl: request.services.baseUrl, secret: await cursorSecret(), path: type ?? '' },
       parsed,
-      plan,
+      estimated,
     );
   }
 

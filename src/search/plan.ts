@@ -15,47 +15,57 @@ import type { IndexTable } from './tables.js';
 import { splitUnescaped, unescapeValue } from './values/escapes.js';
 import type { ReferenceParser } from './values/references.js';
 
-export type PlannedCriterion =
-  | { readonly kind: 'id'; readonly ids: readonly string[]; readonly selectivity: number }
-  | { readonly kind: 'lastUpdated'; readonly condition: (column: string) => Sql; readonly selectivity: number }
-  | {
-      readonly kind: 'rows';
-      readonly table: IndexTable;
-      readonly sps: readonly number[];
-      readonly match: RowMatch;
-      readonly selectivity: number;
-    }
-  | {
-      readonly kind: 'missing';
-      readonly table: IndexTable;
-      readonly sps: readonly number[];
-      /** true: resources without a value; false: with one. */
-      readonly missing: boolean;
-      readonly selectivity: number;
-    }
-  | {
-      readonly kind: 'composite';
-      /** OR of alternatives; each is the AND of its components, matched on rows of one element (grp). */
-      readonly alternatives: readonly (readonly CompositePart[])[];
-      /** `:missing=true`: no element has them all. */
-      readonly negated?: boolean;
-      readonly selectivity: number;
-    }
-  | {
-      readonly kind: 'chain';
-      readonly refSps: readonly number[];
-      readonly targetTypes: readonly string[];
-      readonly inner: PlannedCriterion;
-      readonly selectivity: number;
-    }
-  | {
-      readonly kind: 'has';
-      readonly sourceType: string;
-      readonly refSps: readonly number[];
-      readonly targetTypes: readonly string[];
-      readonly inner: PlannedCriterion;
-      readonly selectivity: number;
-    };
+/**
+ * Set by estimate.ts from the data: how many index rows the criterion matches, counted up to a cap.
+ * compile.ts drives a query from the smallest estimate, and from none over the cap.
+ */
+export interface Estimated {
+  readonly estimatedRows?: number;
+}
+
+export type PlannedCriterion = Estimated &
+  (
+    | { readonly kind: 'id'; readonly ids: readonly string[]; readonly selectivity: number }
+    | { readonly kind: 'lastUpdated'; readonly condition: (column: string) => Sql; readonly selectivity: number }
+    | {
+        readonly kind: 'rows';
+        readonly table: IndexTable;
+        readonly sps: readonly number[];
+        readonly match: RowMatch;
+        readonly selectivity: number;
+      }
+    | {
+        readonly kind: 'missing';
+        readonly table: IndexTable;
+        readonly sps: readonly number[];
+        /** true: resources without a value; false: with one. */
+        readonly missing: boolean;
+        readonly selectivity: number;
+      }
+    | {
+        readonly kind: 'composite';
+        /** OR of alternatives; each is the AND of its components, matched on rows of one element (grp). */
+        readonly alternatives: readonly (readonly CompositePart[])[];
+        /** `:missing=true`: no element has them all. */
+        readonly negated?: boolean;
+        readonly selectivity: number;
+      }
+    | {
+        readonly kind: 'chain';
+        readonly refSps: readonly number[];
+        readonly targetTypes: readonly string[];
+        readonly inner: PlannedCriterion;
+        readonly selectivity: number;
+      }
+    | {
+        readonly kind: 'has';
+        readonly sourceType: string;
+        readonly refSps: readonly number[];
+        readonly targetTypes: readonly string[];
+        readonly inner: PlannedCriterion;
+        readonly selectivity: number;
+      }
+  );
 
 export interface CompositePart {
   readonly table: IndexTable;

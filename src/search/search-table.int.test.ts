@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
 import { BACKENDS } from '../test-support/databases.js';
 import { createSearchTestEnv } from './test-env.js';
-import type { SearchTestEnv } from './test-env.js';
+import type { EstimateMode, SearchTestEnv } from './test-env.js';
 import { FIXTURE } from './test-fixtures.js';
 
 type Row = readonly [type: string, query: string, expected: string | number];
@@ -446,34 +446,41 @@ export const ROWS: readonly Row[] = [
   ['Observation', '_sort=code-value-quantity', 400],
 ];
 
-describe.each(BACKENDS)('search table on %s', (backend) => {
-  let env: SearchTestEnv;
+// Each row runs with the estimates from the data and again with every criterion forced to drive and
+// forced to be probed: the query shapes differ (compile.ts), the answers must not.
+const MODES: readonly EstimateMode[] = ['from the data', 'every criterion broad', 'every criterion rare'];
 
-  beforeAll(async () => {
-    env = await createSearchTestEnv(backend);
-    for (const resource of FIXTURE) await env.store.update(structuredClone(resource));
-  });
+describe.each(BACKENDS.flatMap((backend) => MODES.map((mode) => [backend, mode] as const)))(
+  'search table on %s, estimates %s',
+  (backend, mode) => {
+    let env: SearchTestEnv;
 
-  afterAll(async () => {
-    await env?.dispose();
-  });
+    beforeAll(async () => {
+      env = await createSearchTestEnv(backend, mode);
+      for (const resource of FIXTURE) await env.store.update(structuredClone(resource));
+    });
 
-  it.each(ROWS.map((row) => [`${row[0]}?${row[1]}`, row] as const))('%s', async (_label, [type, query, expected]) => {
-    const run = env.search(type, query.includes('_count=') ? query : `${query}&_count=100`);
-    if (typeof expected === 'number') {
-      const error = await run.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(error).toBeInstanceOf(AppError);
-      expect((error as AppError).status).toBe(expected);
-      return;
-    }
-    const bundle = await run;
-    const ids = env.matchIds(bundle);
-    const wanted = expected === '' ? [] : expected.split(' ');
-    if (query.includes('_sort=')) expect(ids).toEqual(wanted);
-    else expect([...ids].sort()).toEqual([...wanted].sort());
-    expect(new Set(ids).size).toBe(ids.length);
-  });
-});
+    afterAll(async () => {
+      await env?.dispose();
+    });
+
+    it.each(ROWS.map((row) => [`${row[0]}?${row[1]}`, row] as const))('%s', async (_label, [type, query, expected]) => {
+      const run = env.search(type, query.includes('_count=') ? query : `${query}&_count=100`);
+      if (typeof expected === 'number') {
+        const error = await run.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(AppError);
+        expect((error as AppError).status).toBe(expected);
+        return;
+      }
+      const bundle = await run;
+      const ids = env.matchIds(bundle);
+      const wanted = expected === '' ? [] : expected.split(' ');
+      if (query.includes('_sort=')) expect(ids).toEqual(wanted);
+      else expect([...ids].sort()).toEqual([...wanted].sort());
+      expect(new Set(ids).size).toBe(ids.length);
+    });
+  },
+);

@@ -15,6 +15,8 @@ import type { FhirResource } from '../storage/store.js';
 import { testDatabase } from '../test-support/databases.js';
 import type { BACKENDS } from '../test-support/databases.js';
 import type { AmbientSearchEngine } from './engine.js';
+import type { Plan, PlannedCriterion } from './plan.js';
+import { ESTIMATE_CAP } from './sql/compile.js';
 import { TEST_BASE } from './test-fixtures.js';
 
 export interface SearchBundle {
@@ -59,13 +61,37 @@ export function principalFor(searchable: readonly string[]): Principal {
   };
 }
 
-export async function createSearchTestEnv(backend: (typeof BACKENDS)[number]): Promise<SearchTestEnv> {
+/**
+ * Estimates that make every criterion that could drive look broad (so each is probed row by row) or
+ * rare (so each drives): the search suites run both ways, and the answers must not change.
+ */
+export type EstimateMode = 'from the data' | 'every criterion broad' | 'every criterion rare';
+
+function forcedEstimate(rows: number): (plan: Plan) => Promise<Plan> {
+  const annotate = (c: PlannedCriterion): PlannedCriterion =>
+    c.kind === 'chain' || c.kind === 'has'
+      ? { ...c, inner: annotate(c.inner), estimatedRows: rows }
+      : { ...c, estimatedRows: rows };
+  return (plan) => Promise.resolve({ ...plan, criteria: plan.criteria.map(annotate) });
+}
+
+export async function createSearchTestEnv(
+  backend: (typeof BACKENDS)[number],
+  estimates: EstimateMode = 'from the data',
+): Promise<SearchTestEnv> {
   const database = await testDatabase(backend);
   const db = openDatabase(database.url);
   await migrate(db);
   const registry = loadR4Definitions();
   const config = loadConfig({ AMBIENT_PUBLIC_URL: TEST_BASE.replace(/\/fhir$/, '') });
-  const services = createFhirServices(config, db, registry);
+  const services = createFhirServices(
+    config,
+    db,
+    registry,
+    estimates === 'from the data'
+      ? {}
+      : { estimate: forcedEstimate(estimates === 'every criterion broad' ? ESTIMATE_CAP + 1 : 0) },
+  );
   const engine = services.search as AmbientSearchEngine;
   const store = services.store as SqlResourceStore;
   // The import command's loader: the API's transaction write path (validation, urn:uuid, conditional references).

@@ -7,7 +7,8 @@ import type { Dialect } from '../../storage/sql/dialect.js';
 import { createSearchCatalog } from '../engine.js';
 import { parseSearch } from '../parse.js';
 import { planSearch } from '../plan.js';
-import { compileCount, compileInclude, compileSearch } from './compile.js';
+import type { Plan, PlannedCriterion } from '../plan.js';
+import { compileCount, compileInclude, compileSearch, ESTIMATE_CAP, JOIN_DRIVE_LIMIT } from './compile.js';
 import type { PageBounds } from './compile.js';
 
 const registry = loadR4Definitions();
@@ -48,8 +49,8 @@ describe('pinned SQL (SQLite)', () => {
   const d = sqliteDialect;
   it('drives a selective string prefix from the index and pages by pk', () => {
     expect(compiled(d, 'Patient', 'name=smi')).toMatchInlineSnapshot(`
-      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Patient","sp(Patient.name)","smi","smj",21]"
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Patient.name)","smi","smj",21]"
     `);
   });
   it('probes broad criteria per resource in pk order', () => {
@@ -60,14 +61,14 @@ describe('pinned SQL (SQLite)', () => {
   });
   it('looks up a token with system and code', () => {
     expect(compiled(d, 'Patient', 'identifier=http://hospital.example/mrn|MRN1')).toMatchInlineSnapshot(`
-      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND (t.code = ? AND t.system = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Patient","sp(Patient.identifier)","MRN1","http://hospital.example/mrn",21]"
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND (t.code = ? AND t.system = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Patient.identifier)","MRN1","http://hospital.example/mrn",21]"
     `);
   });
   it('answers a reference from (sp, target_id, target_type)', () => {
     expect(compiled(d, 'Encounter', 'patient=Patient/123')).toMatchInlineSnapshot(`
-      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp = ? AND (t.target_id = ? AND t.target_type = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Encounter","sp(Encounter.patient)","123","Patient",21]"
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp = ? AND (t.target_id = ? AND t.target_type = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Encounter.patient)","123","Patient",21]"
     `);
   });
   it('answers _id from the resource table', () => {
@@ -78,20 +79,20 @@ describe('pinned SQL (SQLite)', () => {
   });
   it('chains through the referenced resources', () => {
     expect(compiled(d, 'Encounter', 'patient.name=smith')).toMatchInlineSnapshot(`
-      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT f0.pk FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.target_id IN (SELECT r1.id FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Encounter","sp(Encounter.patient)","Patient","Patient","sp(Patient.name)","smith","smiti",21]"
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT f0.pk FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.target_id IN (SELECT r1.id FROM resource r1 WHERE (r1.deleted = 0 AND r1.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Encounter.patient)","Patient","sp(Patient.name)","smith","smiti",21]"
     `);
   });
   it('reverse-chains with _has', () => {
     expect(compiled(d, 'Patient', '_has:Observation:patient:code=1234-5')).toMatchInlineSnapshot(`
-      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id IN (SELECT f0.target_id FROM idx_reference f0 WHERE +f0.sp = ? AND f0.target_type = ? AND f0.pk IN (SELECT r1.pk FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Patient","Patient","sp(Observation.patient)","Patient","Observation","sp(Observation.code)","1234-5",21]"
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id IN (SELECT f0.target_id FROM idx_reference f0 WHERE +f0.sp = ? AND f0.target_type = ? AND f0.pk IN (SELECT r1.pk FROM resource r1 WHERE (r1.deleted = 0 AND r1.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Observation.patient)","Patient","sp(Observation.code)","1234-5",21]"
     `);
   });
   it('matches composite components on one element', () => {
     expect(compiled(d, 'Observation', 'code-value-quantity=http://loinc.org|8480-6$gt100')).toMatchInlineSnapshot(`
-      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT c0.pk FROM idx_token c0 JOIN idx_quantity c1 ON c1.pk = c0.pk AND c1.grp = c0.grp AND +c1.sp = ? AND (c1.system <> ? AND c1.hi > ?) WHERE (1=1 AND c0.sp = ? AND (c0.code = ? AND c0.system = ?)))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Observation",110754548802817,"urn:ambient-fhir:ucum-canonical",100,265030781601900,"8480-6","http://loinc.org",21]"
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT c0.pk FROM idx_token c0 JOIN idx_quantity c1 ON c1.pk = c0.pk AND c1.grp = c0.grp AND +c1.sp = ? AND (c1.system <> ? AND c1.hi > ?) WHERE (1=1 AND c0.sp = ? AND (c0.code = ? AND c0.system = ?)))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [110754548802817,"urn:ambient-fhir:ucum-canonical",100,265030781601900,"8480-6","http://loinc.org",21]"
     `);
   });
   it('continues a page after a keyset position', () => {
@@ -110,8 +111,8 @@ describe('pinned SQL (SQLite)', () => {
   });
   it('sorts the matches when a criterion is selective', () => {
     expect(compiled(d, 'Patient', '_sort=family,-birthdate&name=smi')).toMatchInlineSnapshot(`
-      "SELECT r.pk, r.id, r.type, r.content, q.s0, q.s1 FROM (SELECT r0.pk AS pk, (SELECT MIN(t.norm) FROM idx_string t WHERE t.pk = r0.pk AND +t.sp = ?) AS s0, (SELECT MAX(t.lo) FROM idx_date t WHERE t.pk = r0.pk AND +t.sp = ?) AS s1 FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))) q JOIN resource r ON r.pk = q.pk WHERE 1=1 ORDER BY (q.s0 IS NULL) ASC, q.s0 ASC, (q.s1 IS NULL) ASC, q.s1 DESC, q.pk ASC LIMIT ?
-        -- ["sp(Patient.family)","sp(Patient.birthdate)","Patient","sp(Patient.name)","smi","smj",21]"
+      "SELECT r.pk, r.id, r.type, r.content, q.s0, q.s1 FROM (SELECT r0.pk AS pk, (SELECT MIN(t.norm) FROM idx_string t WHERE t.pk = r0.pk AND +t.sp = ?) AS s0, (SELECT MAX(t.lo) FROM idx_date t WHERE t.pk = r0.pk AND +t.sp = ?) AS s1 FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))) q JOIN resource r ON r.pk = q.pk WHERE 1=1 ORDER BY (q.s0 IS NULL) ASC, q.s0 ASC, (q.s1 IS NULL) ASC, q.s1 DESC, q.pk ASC LIMIT ?
+        -- ["sp(Patient.family)","sp(Patient.birthdate)","sp(Patient.name)","smi","smj",21]"
     `);
   });
   it('sorts on resource columns directly', () => {
@@ -135,7 +136,7 @@ describe('pinned SQL (SQLite)', () => {
   });
   it('counts without paging', () => {
     expect(compileCount(plan('Patient', 'name=smi'), d).text).toMatchInlineSnapshot(
-      `"SELECT COUNT(*) AS n FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))"`,
+      `"SELECT COUNT(*) AS n FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))"`,
     );
   });
 });
@@ -144,19 +145,56 @@ describe('pinned SQL (PostgreSQL)', () => {
   const d = postgresDialect;
   it('drives with = ANY(ARRAY(...)) and keeps probes per row with OFFSET 0', () => {
     expect(compiled(d, 'Patient', 'name=smi&gender=female')).toMatchInlineSnapshot(`
-      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND t.sp = ? AND t.code = ? OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Patient","sp(Patient.name)","smi","smj","sp(Patient.gender)","female",21]"
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND t.sp = ? AND t.code = ? OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Patient.name)","smi","smj","sp(Patient.gender)","female",21]"
     `);
   });
   it('chains and reverse-chains', () => {
     expect(compiled(d, 'Encounter', 'patient.name=smith')).toMatchInlineSnapshot(`
-      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT f0.pk FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.target_id = ANY(ARRAY(SELECT r1.id FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Encounter","sp(Encounter.patient)","Patient","Patient","sp(Patient.name)","smith","smiti",21]"
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT f0.pk FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.target_id = ANY(ARRAY(SELECT r1.id FROM resource r1 WHERE (r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Encounter.patient)","Patient","sp(Patient.name)","smith","smiti",21]"
     `);
     expect(compiled(d, 'Patient', '_has:Observation:patient:code=1234-5')).toMatchInlineSnapshot(`
-      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id = ANY(ARRAY(SELECT f0.target_id FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.pk = ANY(ARRAY(SELECT r1.pk FROM resource r1 WHERE (r1.type = ? AND r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
-        -- ["Patient","Patient","sp(Observation.patient)","Patient","Observation","sp(Observation.code)","1234-5",21]"
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id = ANY(ARRAY(SELECT f0.target_id FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.pk = ANY(ARRAY(SELECT r1.pk FROM resource r1 WHERE (r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["Patient","sp(Observation.patient)","Patient","sp(Observation.code)","1234-5",21]"
     `);
+  });
+});
+
+/** The plan with `estimatedRows` set on the top-level criteria, in order (a chain or `_has` and its inner alike). */
+function withEstimates(p: Plan, ...rows: number[]): Plan {
+  const annotate = (c: PlannedCriterion, n: number): PlannedCriterion =>
+    c.kind === 'chain' || c.kind === 'has'
+      ? { ...c, inner: annotate(c.inner, n), estimatedRows: n }
+      : { ...c, estimatedRows: n };
+  return { ...p, criteria: p.criteria.map((c, i) => annotate(c, rows[i])) };
+}
+
+function page(p: Plan): string {
+  return compileSearch(p, sqliteDialect, { limit: 21 }).text;
+}
+
+describe('driver choice from estimates (SQLite)', () => {
+  it('drives from the criterion with the fewest estimated rows, whatever its kind', () => {
+    const p = plan('Patient', 'identifier=MRN1&name=smi');
+    expect(page(withEstimates(p, 5000, 3))).toMatchInlineSnapshot(
+      `"SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?) AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?"`,
+    );
+    expect(page(withEstimates(p, 3, 5000))).toMatchInlineSnapshot(
+      `"SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?) AND EXISTS (SELECT 1 FROM idx_string t WHERE t.pk = r0.pk AND +t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?"`,
+    );
+  });
+  it('walks the type and probes when every index criterion matches more than the cap', () => {
+    expect(page(withEstimates(plan('Observation', 'code=1234-5'), ESTIMATE_CAP + 1))).toMatchInlineSnapshot(
+      `"SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?"`,
+    );
+  });
+  it('drives a _has from its inner criterion only when that is rare', () => {
+    const p = plan('Patient', '_has:Observation:patient:code=1234-5');
+    expect(page(withEstimates(p, JOIN_DRIVE_LIMIT))).toContain('r0.pk IN (SELECT r2.pk FROM resource r2');
+    expect(page(withEstimates(p, JOIN_DRIVE_LIMIT + 1))).toMatchInlineSnapshot(
+      `"SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_reference f0 JOIN resource r1 ON r1.pk = f0.pk WHERE f0.sp = ? AND f0.target_id = r0.id AND f0.target_type = r0.type AND r1.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r1.pk AND +t.sp = ? AND t.code = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?"`,
+    );
   });
 });
 

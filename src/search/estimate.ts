@@ -1,0 +1,61 @@
+// Between planning and compiling: how many rows each criterion that could drive the query matches,
+// counted from the index (up to ESTIMATE_CAP + 1), so that compile.ts drives from the criterion that
+// really is selective. The kind of a criterion says little: `code=8302-2` (body height) matches a
+// third of the Observations of a Synthea load, a rare code a handful. Driving a `_has` from the body
+// heights read 2,197 Observations to find 10 Patients (15 ms); walking the Patients and probing each
+// stops after the page (0.07 ms).
+//
+// Counts are cached for a minute: they choose plans, never results, so a stale count costs at most a
+// slower plan. A chain or `_has` is estimated by its inner criterion (what driving it reads first).
+import type { SqlDatabase } from '../storage/sql/database.js';
+import type { Plan, PlannedCriterion } from './plan.js';
+import { compileEstimate, driverCandidate, ESTIMATE_CAP } from './sql/compile.js';
+
+const TTL_MS = 60_000;
+const MAX_CACHED = 10_000;
+
+export class CardinalityEstimator {
+  private readonly cache = new Map<string, { rows: number; at: number }>();
+
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The plan with `estimatedRows` set on every criterion that could drive it, at any depth. */
+  async estimate(plan: Plan): Promise<Plan> {
+    if (!plan.criteria.some(needsEstimate)) return plan;
+    return { ...plan, criteria: await Promise.all(plan.criteria.map((c) => this.annotate(c))) };
+  }
+
+  private async annotate(c: PlannedCriterion): Promise<PlannedCriterion> {
+    if (c.kind === 'chain' || c.kind === 'has') {
+      const inner = await this.annotate(c.inner);
+      return { ...c, inner, estimatedRows: inner.estimatedRows };
+    }
+    if (c.kind === 'id') return { ...c, estimatedRows: c.ids.length };
+    if (!driverCandidate(c)) return c;
+    return { ...c, estimatedRows: await this.count(c) };
+  }
+
+  private async count(c: PlannedCriterion): Promise<number> {
+    const statement = compileEstimate(this.db.dialect, c, ESTIMATE_CAP);
+    const key = `${statement.text}\u0000${JSON.stringify(statement.params)}`;
+    const now = this.now();
+    const cached = this.cache.get(key);
+    if (cached && now - cached.at < TTL_MS) return cached.rows;
+    const [row] = await this.db.query<{ n: number | string }>(statement.text, statement.params);
+    const rows = Number(row?.n ?? 0);
+    this.cache.delete(key);
+    this.cache.set(key, { rows, at: now });
+    // Map order is insertion order: the first key is the oldest.
+    if (this.cache.size > MAX_CACHED) this.cache.delete(this.cache.keys().next().value as string);
+    return rows;
+  }
+}
+
+/** Is there a choice for the data to make: a criterion that could drive, and no `_id` already driving? */
+function needsEstimate(c: PlannedCriterion): boolean {
+  if (c.kind === 'chain' || c.kind === 'has') return true;
+  return c.kind !== 'id' && driverCandidate(c);
+}

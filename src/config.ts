@@ -22,7 +22,7 @@ export interface Config {
   readonly loginLockoutSeconds: number;
   readonly maxBundleEntries: number;
   readonly referentialIntegrity: boolean;
-  /** SQLite's synchronous pragma: FULL fsyncs every commit (survives power loss), NORMAL survives process crashes. */
+  /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
   /** The scribe records API: job processing and the optional note (LLM) and speech-to-text engines. */
   readonly scribe: ScribeConfig;

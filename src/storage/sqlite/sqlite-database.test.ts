@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../test-support/databases.js';
 import type { TestDatabase } from '../../test-support/databases.js';
 import { SqliteDatabase } from './sqlite-database.js';
@@ -45,5 +45,62 @@ describe('SqliteDatabase group commit', () => {
     expect(first.status).toBe('fulfilled');
     expect(duplicate).toMatchObject({ status: 'rejected' });
     expect((duplicate as PromiseRejectedResult).reason.constructor.name).toBe('UniqueViolationError');
+  });
+});
+
+describe('SqliteDatabase durability (synchronous=full)', () => {
+  it('acknowledges a commit only once the WAL fsync after it has finished, without holding up the next one', async () => {
+    const testDb = sqliteTestDatabase();
+    const fsyncs: (() => void)[] = [];
+    let held = true;
+    const db = new SqliteDatabase(testDb.url, 'full', () =>
+      held ? new Promise<void>((resolve) => fsyncs.push(resolve)) : Promise.resolve(),
+    );
+    try {
+      const created = db.executeScript('CREATE TABLE d (v TEXT)');
+      await vi.waitFor(() => expect(fsyncs).toHaveLength(1));
+      fsyncs.shift()!();
+      await created;
+      let acknowledged = false;
+      const write = db
+        .transaction((tx) => tx.execute('INSERT INTO d (v) VALUES (?)', ['a']))
+        .then(() => {
+          acknowledged = true;
+        });
+      await vi.waitFor(() => expect(fsyncs).toHaveLength(1));
+      // Committed (a reader sees it) but not yet durable: not acknowledged.
+      expect(await db.query<{ v: string }>('SELECT v FROM d')).toEqual([{ v: 'a' }]);
+      expect(acknowledged).toBe(false);
+      // The writer is free meanwhile: the next transaction commits while the first fsync runs.
+      const next = db.transaction((tx) => tx.execute('INSERT INTO d (v) VALUES (?)', ['b']));
+      await vi.waitFor(async () =>
+        expect(await db.query<{ v: string }>('SELECT v FROM d ORDER BY v')).toEqual([{ v: 'a' }, { v: 'b' }]),
+      );
+      fsyncs.shift()!();
+      await write;
+      expect(acknowledged).toBe(true);
+      // The second commit waits for its own fsync.
+      await vi.waitFor(() => expect(fsyncs).toHaveLength(1));
+      fsyncs.shift()!();
+      await next;
+    } finally {
+      held = false;
+      fsyncs.forEach((f) => f());
+      await db.close();
+      await testDb.dispose();
+    }
+  });
+
+  it('fsyncs the real WAL file by default', async () => {
+    const testDb = sqliteTestDatabase();
+    const db = new SqliteDatabase(testDb.url);
+    try {
+      await db.executeScript('CREATE TABLE w (v TEXT)');
+      await db.transaction((tx) => tx.execute('INSERT INTO w (v) VALUES (?)', ['x']));
+      expect(await db.query('SELECT v FROM w')).toEqual([{ v: 'x' }]);
+    } finally {
+      await db.close();
+      await testDb.dispose();
+    }
   });
 });

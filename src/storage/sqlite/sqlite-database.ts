@@ -6,6 +6,8 @@ import { SerializationError, UniqueViolationError } from '../sql/database.js';
 import type { Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
+import { fileFsync, WalSync } from './wal-sync.js';
+import type { Fsync } from './wal-sync.js';
 
 /** `sqlite:./data/ambient.db`, `sqlite:///abs/path.db` or `sqlite::memory:` → the file name better-sqlite3 opens. */
 export function sqliteFileName(databaseUrl: string): string {
@@ -14,14 +16,15 @@ export function sqliteFileName(databaseUrl: string): string {
   return rest.startsWith('//') ? rest.slice(2) : rest;
 }
 
-function open(fileName: string, synchronous: 'full' | 'normal'): SqliteConnection {
+function open(fileName: string): SqliteConnection {
   if (fileName !== ':memory:') mkdirSync(dirname(fileName), { recursive: true });
   const connection = new BetterSqlite3(fileName);
   connection.pragma('journal_mode = WAL');
-  // FULL (the default): a commit is on disk (WAL fsynced) before the client hears about it, so an
-  // acknowledged write survives a crash of the machine too. NORMAL leaves the fsync to checkpoints: an
-  // acknowledged write survives the process being killed, not a power loss (AMBIENT_SQLITE_SYNCHRONOUS).
-  connection.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+  // NORMAL: COMMIT writes the WAL without an fsync. With AMBIENT_SQLITE_SYNCHRONOUS=full (the default)
+  // the WAL is then fsynced off the event loop before a commit is acknowledged (wal-sync.ts), so an
+  // acknowledged write survives a crash of the machine too; with =normal only checkpoints sync, and an
+  // acknowledged write survives the process being killed, not a power loss.
+  connection.pragma('synchronous = NORMAL');
   connection.pragma('busy_timeout = 10000');
   connection.pragma('foreign_keys = ON');
   return connection;
@@ -94,27 +97,45 @@ export class SqliteDatabase implements SqlDatabase {
   private readonly writeLock = new Mutex();
   private readonly pending: PendingTransaction[] = [];
   private draining = false;
+  /** Makes commits durable (synchronous=full on a file); undefined: commits are acknowledged as made. */
+  private readonly walSync: WalSync | undefined;
+  private readonly walFile: ReturnType<typeof fileFsync> | undefined;
 
-  constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full') {
+  /** `fsync` replaces the WAL file's fsync (tests). */
+  constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full', fsync?: Fsync) {
     const fileName = sqliteFileName(databaseUrl);
-    this.writer = new ConnectionExecutor(open(fileName, synchronous));
-    this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName, synchronous));
+    this.writer = new ConnectionExecutor(open(fileName));
+    this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
+    if (synchronous === 'full' && fileName !== ':memory:') {
+      this.walFile = fsync ? undefined : fileFsync(`${fileName}-wal`);
+      this.walSync = new WalSync(fsync ?? this.walFile!.fsync);
+    }
+  }
+
+  /** Once what the writer has committed so far is on disk. */
+  private durable(): Promise<void> {
+    return this.walSync ? this.walSync.sync() : Promise.resolve();
   }
 
   async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
     if (this.reader && READ_ONLY_STATEMENT.test(sql)) return this.reader.query<T>(sql, params);
-    return this.writeLock.run(() => this.writer.query<T>(sql, params));
+    const rows = await this.writeLock.run(() => this.writer.query<T>(sql, params));
+    await this.durable();
+    return rows;
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
-    return this.writeLock.run(() => this.writer.execute(sql, params));
+    const changes = await this.writeLock.run(() => this.writer.execute(sql, params));
+    await this.durable();
+    return changes;
   }
 
   /**
    * Group commit: transactions that arrive while the writer is busy wait in a queue and then run
    * together, each in its own savepoint, under one BEGIN IMMEDIATE ... COMMIT, so that several writes
    * share one fsync. A transaction that fails rolls back to its savepoint and leaves the others alone;
-   * each is answered only once the shared COMMIT is on disk.
+   * each is answered only once the shared COMMIT is on disk. The fsync runs on the thread pool while
+   * the next group already executes (wal-sync.ts).
    */
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -163,15 +184,23 @@ export class SqliteDatabase implements SqlDatabase {
       for (const item of group) item.reject(error);
       return;
     }
-    group.forEach((item, i) => {
-      const outcome = outcomes[i];
-      if (outcome.ok) item.resolve(outcome.value);
-      else item.reject(outcome.error);
-    });
+    const answer = (syncError?: unknown) =>
+      group.forEach((item, i) => {
+        const outcome = outcomes[i];
+        if (outcome.ok && syncError === undefined) item.resolve(outcome.value);
+        else item.reject(outcome.ok ? syncError : outcome.error);
+      });
+    if (!outcomes.some((o) => o.ok)) return answer();
+    // Not awaited: the writer goes on with the next group while this one's fsync runs.
+    this.durable().then(
+      () => answer(),
+      (error: unknown) => answer(error ?? new Error('fsync failed')),
+    );
   }
 
   async executeScript(sql: string): Promise<void> {
     await this.writeLock.run(async () => translateErrors(() => this.writer.connection.exec(sql)));
+    await this.durable();
   }
 
   async ping(): Promise<void> {
@@ -180,8 +209,10 @@ export class SqliteDatabase implements SqlDatabase {
 
   async close(): Promise<void> {
     await this.writeLock.run(async () => {
+      await this.durable();
       this.reader?.connection.close();
       this.writer.connection.close();
+      await this.walFile?.close();
     });
   }
 }

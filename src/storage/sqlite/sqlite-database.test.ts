@@ -104,3 +104,26 @@ describe('SqliteDatabase durability (synchronous=full)', () => {
     }
   });
 });
+
+describe('SqliteDatabase checkpoints', () => {
+  it('leaves checkpoints to a worker thread, which copies every committed frame into the database file', async () => {
+    const testDb = sqliteTestDatabase();
+    const db = new SqliteDatabase(testDb.url);
+    try {
+      await db.executeScript('CREATE TABLE c (v TEXT)');
+      await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          db.transaction((tx) => tx.execute('INSERT INTO c (v) VALUES (?)', ['x'.repeat(2000) + i])),
+        ),
+      );
+      const result = await db.checkpointer!.checkpoint();
+      expect(result.ok).toBe(true);
+      expect(result.log).toBeGreaterThan(0);
+      expect(result.checkpointed).toBe(result.log);
+      expect(await db.query<{ n: number }>('SELECT COUNT(*) AS n FROM c')).toEqual([{ n: 50 }]);
+    } finally {
+      await db.close();
+      await testDb.dispose();
+    }
+  });
+});

@@ -6,6 +6,7 @@ import { SerializationError, UniqueViolationError } from '../sql/database.js';
 import type { Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
+import { Checkpointer } from './checkpointer.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
 
@@ -100,12 +101,22 @@ export class SqliteDatabase implements SqlDatabase {
   /** Makes commits durable (synchronous=full on a file); undefined: commits are acknowledged as made. */
   private readonly walSync: WalSync | undefined;
   private readonly walFile: ReturnType<typeof fileFsync> | undefined;
+  /** Checkpoints off the event loop (file databases). */
+  readonly checkpointer: Checkpointer | undefined;
 
   /** `fsync` replaces the WAL file's fsync (tests). */
   constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full', fsync?: Fsync) {
     const fileName = sqliteFileName(databaseUrl);
     this.writer = new ConnectionExecutor(open(fileName));
     this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
+    if (fileName !== ':memory:') {
+      const writer = this.writer.connection;
+      writer.pragma('wal_autocheckpoint = 0');
+      this.checkpointer = new Checkpointer(fileName, (reason) => {
+        writer.pragma('wal_autocheckpoint = 1000');
+        process.emitWarning(`SQLite checkpoints on a worker thread failed (${reason}); back to automatic ones`);
+      });
+    }
     if (synchronous === 'full' && fileName !== ':memory:') {
       this.walFile = fsync ? undefined : fileFsync(`${fileName}-wal`);
       this.walSync = new WalSync(fsync ?? this.walFile!.fsync);
@@ -114,6 +125,7 @@ export class SqliteDatabase implements SqlDatabase {
 
   /** Once what the writer has committed so far is on disk. */
   private durable(): Promise<void> {
+    this.checkpointer?.committed();
     return this.walSync ? this.walSync.sync() : Promise.resolve();
   }
 
@@ -210,6 +222,7 @@ export class SqliteDatabase implements SqlDatabase {
   async close(): Promise<void> {
     await this.writeLock.run(async () => {
       await this.durable();
+      await this.checkpointer?.close();
       this.reader?.connection.close();
       this.writer.connection.close();
       await this.walFile?.close();

@@ -1,17 +1,24 @@
 // npm run bench: the comparison workload of ../shared/bench/workload.mjs against our server, on SQLite
 // and on PostgreSQL, printed as a table beside Medplum's numbers from the same workload.
-// Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick]
-//   --quick: 10x fewer requests (a smoke run; the numbers are not comparable).
-// Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; a schema "bench" is
-// recreated in it), AMBIENT_BENCH_WORKLOAD (default ../shared/bench/workload.mjs).
+// Then, on a fresh database of its own, a synthetic data set of N resources (bench/synthetic.mjs): ingest
+// rate, size on disk and a search mix.
+// Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick] [--synthetic N] [--seed N]
+//                           [--no-workload] [--no-synthea] [--only workload,synthea,synthetic] [--keep-synthetic]
+//   --quick: 10x fewer requests and 20,000 synthetic resources (a smoke run; the numbers are not comparable).
+//   --synthetic N: resources in the synthetic data set (default 1,000,000; 0 skips that part).
+//   --only synthetic: just the synthetic part (same as --no-workload --no-synthea).
+//   --keep-synthetic: keep the generated NDJSON and the synthetic SQLite database (their paths are printed).
+// Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench" and
+// "bench_synthetic" are recreated in it), AMBIENT_BENCH_WORKLOAD (default ../shared/bench/workload.mjs).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { freePort, run } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
+import { databaseBytes, generateSynthetic, importSynthetic, syntheticChecks, syntheticMix } from './synthetic.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
@@ -26,6 +33,20 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const backendsArg = args[args.indexOf('--backends') + 1];
 const backends = args.includes('--backends') ? backendsArg.split(',') : ['sqlite', 'postgres'];
+const option = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback);
+const only = args.includes('--only') ? option('--only').split(',') : undefined;
+const parts = {
+  workload: only ? only.includes('workload') : !args.includes('--no-workload'),
+  synthea: only ? only.includes('synthea') : !args.includes('--no-synthea'),
+  synthetic: only ? only.includes('synthetic') : true,
+};
+const syntheticTotal = Number(option('--synthetic', quick ? 20_000 : 1_000_000));
+const syntheticSeed = Number(option('--seed', 1));
+if (!Number.isInteger(syntheticTotal) || syntheticTotal < 0 || !Number.isInteger(syntheticSeed)) {
+  console.error('--synthetic and --seed take whole numbers.');
+  process.exit(2);
+}
+if (syntheticTotal === 0) parts.synthetic = false;
 
 // Medplum 5.0.10 on a machine of the same kind, medians of 4 runs (../shared/bench/README.md).
 const MEDPLUM = {
@@ -67,15 +88,16 @@ function postgresPid() {
   }
 }
 
-async function databaseUrl(backend) {
-  if (backend === 'sqlite') return `sqlite:${join(mkdtempSync(join(tmpdir(), 'ambient-bench-')), 'bench.db')}`;
+/** A fresh, empty database: a new temporary SQLite file, or the PostgreSQL schema `schema`, recreated. */
+async function databaseUrl(backend, schema = 'bench') {
+  if (backend === 'sqlite') return `sqlite:${join(mkdtempSync(join(tmpdir(), 'ambient-bench-')), `${schema}.db`)}`;
   const client = new pg.Client({ connectionString: POSTGRES_URL });
   await client.connect();
-  await client.query('DROP SCHEMA IF EXISTS bench CASCADE');
-  await client.query('CREATE SCHEMA bench');
+  await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await client.query(`CREATE SCHEMA ${schema}`);
   await client.end();
   const url = new URL(POSTGRES_URL);
-  url.searchParams.set('options', '-c search_path=bench');
+  url.searchParams.set('options', `-c search_path=${schema}`);
   return url.toString();
 }
 
@@ -87,13 +109,16 @@ async function tokenFor(url, password) {
   return (await res.json()).access_token;
 }
 
-async function benchBackend(backend) {
-  const env = { DATABASE_URL: await databaseUrl(backend), LOG_LEVEL: 'warn' };
+async function createAccount(env) {
   const password = `bench-${Math.random().toString(36).slice(2)}-pw`;
   await run(process.execPath, [BIN, 'account', 'create', 'bench', '--password-stdin', '--scopes', 'system/*.cruds'], {
     env,
     input: `${password}\n`,
   });
+  return password;
+}
+
+async function startServer(env) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const server = spawn(process.execPath, [BIN, 'serve'], {
@@ -102,32 +127,86 @@ async function benchBackend(backend) {
   });
   try {
     await waitReady(url);
-    mkdirSync(join(ROOT, 'bench', 'out'), { recursive: true });
-    const outFile = join(ROOT, 'bench', 'out', `${backend}.json`);
-    const scale = quick ? { N_PAT: '200', N_SEARCH: '100', N_ENC: '200' } : {};
-    await run(process.execPath, [WORKLOAD, url, outFile], {
-      env: {
-        AUTH: 'password',
-        USERNAME: 'bench',
-        PASSWORD: password,
-        SERVER_PID: String(server.pid),
-        ...(backend === 'postgres' && postgresPid() ? { PG_PID: postgresPid() } : {}),
-        ...scale,
-      },
-    });
-    const results = JSON.parse(readFileSync(outFile, 'utf8'));
+  } catch (error) {
+    server.kill('SIGTERM');
+    throw error;
+  }
+  return {
+    url,
+    pid: server.pid,
+    peakRssMb: () => peakRssMb(server.pid),
+    stop: () => {
+      server.kill('SIGTERM');
+      return new Promise((r) => server.on('exit', r));
+    },
+  };
+}
+
+/** The comparison workload, then the Synthea import and mix, on one fresh database. */
+async function workloadAndSynthea(backend) {
+  const env = { DATABASE_URL: await databaseUrl(backend), LOG_LEVEL: 'warn' };
+  const password = await createAccount(env);
+  const server = await startServer(env);
+  try {
+    let results;
+    if (parts.workload) {
+      mkdirSync(join(ROOT, 'bench', 'out'), { recursive: true });
+      const outFile = join(ROOT, 'bench', 'out', `${backend}.json`);
+      const scale = quick ? { N_PAT: '200', N_SEARCH: '100', N_ENC: '200' } : {};
+      await run(process.execPath, [WORKLOAD, server.url, outFile], {
+        env: {
+          AUTH: 'password',
+          USERNAME: 'bench',
+          PASSWORD: password,
+          SERVER_PID: String(server.pid),
+          ...(backend === 'postgres' && postgresPid() ? { PG_PID: postgresPid() } : {}),
+          ...scale,
+        },
+      });
+      results = JSON.parse(readFileSync(outFile, 'utf8'));
+    }
     let synthea;
-    if (!args.includes('--no-synthea')) {
+    if (parts.synthea) {
       const ingest = await importSynthea(BIN, env, FIXTURES, quick);
-      const token = await tokenFor(url, password);
-      const mix = await searchMix(url, token, { n: quick ? 40 : 200 });
+      const token = await tokenFor(server.url, password);
+      const mix = await searchMix(server.url, token, { n: quick ? 40 : 200 });
       synthea = { ingest, mix };
     }
-    return { backend, results, synthea, peakRssMb: peakRssMb(server.pid) };
+    return { results, synthea, peakRssMb: server.peakRssMb() };
   } finally {
-    server.kill('SIGTERM');
-    await new Promise((r) => server.on('exit', r));
+    await server.stop();
   }
+}
+
+/** The synthetic data set on a database of its own: import, size on disk, correctness checks, search mix. */
+async function benchSynthetic(backend, generated) {
+  const databaseUrlText = await databaseUrl(backend, 'bench_synthetic');
+  const env = { DATABASE_URL: databaseUrlText, LOG_LEVEL: 'warn' };
+  const password = await createAccount(env);
+  console.error(`${backend}: importing ${generated.resources} synthetic resources...`);
+  const ingest = await importSynthetic(BIN, env, generated.files);
+  const bytes = await databaseBytes(backend === 'sqlite' ? databaseUrlText : POSTGRES_URL, 'bench_synthetic');
+  const server = await startServer(env);
+  try {
+    const token = await tokenFor(server.url, password);
+    const checks = await syntheticChecks(server.url, token, generated.facts);
+    const mix = await syntheticMix(server.url, token, { facts: generated.facts, n: quick ? 40 : 200 });
+    return { ingest, megabytes: Math.round(bytes / 2 ** 20), checks, mix, serverPeakRssMb: server.peakRssMb() };
+  } finally {
+    await server.stop();
+    if (backend === 'sqlite') {
+      const path = databaseUrlText.slice('sqlite:'.length);
+      if (args.includes('--keep-synthetic')) console.error(`sqlite: synthetic database kept at ${path}`);
+      else rmSync(dirname(path), { recursive: true, force: true });
+    }
+  }
+}
+
+async function benchBackend(backend, generated) {
+  const result = { backend };
+  if (parts.workload || parts.synthea) Object.assign(result, await workloadAndSynthea(backend));
+  if (generated) result.synthetic = await benchSynthetic(backend, generated);
+  return result;
 }
 
 function table(runs) {
@@ -152,20 +231,78 @@ function table(runs) {
   return lines.join('\n');
 }
 
+function syntheticReport(runs, generated) {
+  const withSynthetic = runs.filter((r) => r.synthetic);
+  const lines = [
+    `\nSynthetic data set (seed ${generated.facts.seed}): ${generated.resources} resources (${Object.entries(
+      generated.counts,
+    )
+      .map(([type, count]) => `${count} ${type}`)
+      .join(', ')}), generated in ${generated.seconds} s`,
+    `Synthetic import (through the API's write path): ${withSynthetic
+      .map(
+        (r) =>
+          `${r.backend} ${r.synthetic.ingest.resources} resources in ${r.synthetic.ingest.seconds} s (${r.synthetic.ingest.perSec}/s, import process peak RSS ${r.synthetic.ingest.peakRssMb} MB), ${r.synthetic.megabytes} MB on disk`,
+      )
+      .join('; ')}`,
+    withSynthetic.map((r) => `${r.backend}: server peak RSS ${r.synthetic.serverPeakRssMb} MB`).join('; '),
+  ];
+  for (const r of withSynthetic) {
+    const wrong = r.synthetic.checks.filter((c) => c.actual !== c.expected);
+    lines.push(
+      wrong.length === 0
+        ? `${r.backend}: all ${r.synthetic.checks.length} count checks right`
+        : `${r.backend}: WRONG COUNTS: ${wrong.map((c) => `${c.name} expected ${c.expected}, got ${c.actual}`).join('; ')}`,
+    );
+  }
+  const header = [
+    'search (8 clients)',
+    'matches',
+    ...withSynthetic.flatMap((r) => [`${r.backend} ops/s`, 'p50 ms', 'p99 ms']),
+  ];
+  lines.push('', `| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
+  withSynthetic[0].synthetic.mix.forEach((row, i) => {
+    const cells = withSynthetic.flatMap((r) => {
+      const m = r.synthetic.mix[i];
+      // Fewer requests than asked: the search hit the time limit, so its p99 rests on few samples.
+      return [m.requests < (quick ? 40 : 200) ? `${m.perSec} (${m.requests} req)` : m.perSec, m.p50, m.p99];
+    });
+    const counts = [...new Set(withSynthetic.map((r) => r.synthetic.mix[i].matches))].join('/');
+    lines.push(`| ${[row.name, counts, ...cells].join(' | ')} |`);
+  });
+  const empty = withSynthetic.flatMap((r) =>
+    r.synthetic.mix.filter((m) => m.matches === 0).map((m) => `${r.backend} ${m.query}`),
+  );
+  if (empty.length > 0) lines.push('', `MATCHED NOTHING (useless rows, or a search bug): ${empty.join('; ')}`);
+  return lines.join('\n');
+}
+
 if (!existsSync(join(ROOT, 'dist', 'main.js'))) {
   console.error('Build first: npm install (or npm run build).');
   process.exit(1);
 }
-if (!existsSync(WORKLOAD)) {
+if (parts.workload && !existsSync(WORKLOAD)) {
   console.error(`The comparison workload is not at ${WORKLOAD} (set AMBIENT_BENCH_WORKLOAD).`);
   process.exit(1);
 }
+// Generated once for every backend: the same seed gives the same files anyway.
+let generated;
+if (parts.synthetic) {
+  const dir = mkdtempSync(join(tmpdir(), 'ambient-synthetic-'));
+  console.error(`Generating ${syntheticTotal} synthetic resources (seed ${syntheticSeed}) in ${dir}...`);
+  generated = await generateSynthetic(dir, syntheticTotal, syntheticSeed);
+}
 const runs = [];
-for (const backend of backends) runs.push(await benchBackend(backend));
+try {
+  for (const backend of backends) runs.push(await benchBackend(backend, generated));
+} finally {
+  if (generated && !args.includes('--keep-synthetic')) rmSync(generated.dir, { recursive: true, force: true });
+  else if (generated) console.error(`Synthetic NDJSON kept in ${generated.dir}`);
+}
 console.log(
   `\nambient-fhir, ${cpus().length} cores (${cpus()[0].model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}${quick ? ', QUICK run' : ''}\n`,
 );
-console.log(table(runs));
+if (parts.workload) console.log(table(runs));
 const withSynthea = runs.filter((r) => r.synthea);
 if (withSynthea.length > 0) {
   console.log(
@@ -182,4 +319,19 @@ if (withSynthea.length > 0) {
     const cells = withSynthea.flatMap((r) => [r.synthea.mix[i].perSec, r.synthea.mix[i].p50, r.synthea.mix[i].p99]);
     console.log(`| ${[row.name, ...cells].join(' | ')} |`);
   });
+}
+if (generated) {
+  console.log(syntheticReport(runs, generated));
+  mkdirSync(join(ROOT, 'bench', 'out'), { recursive: true });
+  writeFileSync(
+    join(ROOT, 'bench', 'out', 'synthetic.json'),
+    JSON.stringify(
+      {
+        generated: { ...generated, files: undefined },
+        runs: runs.map((r) => ({ backend: r.backend, ...r.synthetic })),
+      },
+      null,
+      2,
+    ),
+  );
 }

@@ -1,9 +1,8 @@
 // Keeps the index tables in step with the resources, inside each write's transaction (called by
-// SqlResourceStore): delete the resource's rows (unless it is new), then one multi-row INSERT per index
-// table that has rows (one `unnest` statement per table on PostgreSQL, whatever the row count; on SQLite
-// as many as its limit on bound parameters needs). A Patient create is typically 4-5 statements; nothing
-// is read back. A write needing more than MAX_INDEX_ROWS_PER_RESOURCE rows is refused (422) and rolled
-// back. `writeBatch` does the same for many resources at once (reindex), without the limit: what is
+// SqlResourceStore): delete the resource's rows (unless it is new), then the rows of every index table
+// (on PostgreSQL one statement for all tables, whatever the row count; on SQLite a multi-row INSERT per
+// table, as many as its limit on bound parameters needs). Nothing is read back. A write needing more
+// than MAX_INDEX_ROWS_PER_RESOURCE rows is refused (422) and rolled back. `writeBatch` does the same for many resources at once (reindex), without the limit: what is
 // already stored (perhaps before the limit existed) must stay searchable.
 import { MAX_INDEX_ROWS_PER_RESOURCE } from '../storage/index-limits.js';
 import type { SqlExecutor, SqlValue } from '../storage/sql/database.js';
@@ -58,13 +57,13 @@ export class SearchIndexWriter implements IndexWriter {
         for (const row of tableRows) list.push([pk, ...row]);
       }
     }
-    let count = 0;
-    for (const [table, tableRows] of rows) {
-      const shape = INDEX_TABLES[table];
-      const statements = tx.dialect.insertRows(table, ['pk', 'sp', 'grp', ...shape.columns], shape.pgTypes, tableRows);
-      for (const statement of statements) await tx.execute(statement.sql, statement.params);
-      count += tableRows.length;
-    }
-    return count;
+    const inserts = [...rows].map(([table, tableRows]) => ({
+      table,
+      columns: ['pk', 'sp', 'grp', ...INDEX_TABLES[table].columns],
+      pgTypes: INDEX_TABLES[table].pgTypes,
+      rows: tableRows,
+    }));
+    for (const statement of tx.dialect.insertRows(inserts)) await tx.execute(statement.sql, statement.params);
+    return inserts.reduce((count, insert) => count + insert.rows.length, 0);
   }
 }

@@ -48,7 +48,8 @@ export class LinkWriter implements IndexWriter {
     // Through the dialect: one statement of a fixed text on PostgreSQL (a VALUES list per link count would
     // prepare a statement per count, and stop at 65,535 parameters), chunks under SQLite's limit.
     const rows = links.map((link) => [pk, link.type, link.id]);
-    for (const statement of tx.dialect.insertRows('resource_link', LINK_COLUMNS, LINK_PG_TYPES, rows)) {
+    const insert = { table: 'resource_link', columns: LINK_COLUMNS, pgTypes: LINK_PG_TYPES, rows };
+    for (const statement of tx.dialect.insertRows([insert])) {
       await tx.execute(statement.sql, statement.params);
     }
   }

@@ -34,13 +34,13 @@ export interface Dialect {
    * could switch to a generic plan and that would pile up per connection (see postgres-database.ts).
    */
   readonly adhocStatement: string;
-  /** Statements inserting rows (pk, sp, grp, ...columns) into an index table: as few as the backend allows. */
-  insertRows(
-    table: string,
-    columns: readonly string[],
-    pgTypes: readonly string[],
-    rows: readonly (readonly SqlValue[])[],
-  ): { sql: string; params: SqlValue[] }[];
+  /**
+   * Statements inserting rows into one or more tables, as few as the backend allows: on PostgreSQL
+   * one statement for all of them (each table an `unnest` in a data-modifying WITH, so a write's index
+   * rows cost one round trip whatever their count), on SQLite multi-row VALUES per table in chunks
+   * under its limit on bound parameters.
+   */
+  insertRows(inserts: readonly RowInsert[]): { sql: string; params: SqlValue[] }[];
   /**
    * A column term the planner must not use an index for. Index probes of one resource
    * (`t.pk = r.pk AND t.sp = ?`) must go through the (pk, sp) index; without statistics SQLite would
@@ -71,6 +71,14 @@ export interface Dialect {
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
 }
 
+/** Rows for one table: `columns` in order, with their PostgreSQL array types for `unnest`. */
+export interface RowInsert {
+  readonly table: string;
+  readonly columns: readonly string[];
+  readonly pgTypes: readonly string[];
+  readonly rows: readonly (readonly SqlValue[])[];
+}
+
 // SQLite's limit on bound parameters is 32766 (since 3.32); stay well below.
 const SQLITE_MAX_PARAMS = 10_000;
 
@@ -85,18 +93,18 @@ export const sqliteDialect: Dialect = {
   binaryText: 'TEXT',
   double: 'REAL',
   adhocStatement: '',
-  insertRows(table, columns, _pgTypes, rows) {
-    if (rows.length === 0) return [];
-    const width = columns.length;
-    const perStatement = Math.max(1, Math.floor(SQLITE_MAX_PARAMS / width));
-    const tuple = `(${columns.map(() => '?').join(', ')})`;
+  insertRows(inserts) {
     const out: { sql: string; params: SqlValue[] }[] = [];
-    for (let i = 0; i < rows.length; i += perStatement) {
-      const chunk = rows.slice(i, i + perStatement);
-      out.push({
-        sql: `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')}`,
-        params: chunk.flat(),
-      });
+    for (const { table, columns, rows } of inserts) {
+      const perStatement = Math.max(1, Math.floor(SQLITE_MAX_PARAMS / columns.length));
+      const tuple = `(${columns.map(() => '?').join(', ')})`;
+      for (let i = 0; i < rows.length; i += perStatement) {
+        const chunk = rows.slice(i, i + perStatement);
+        out.push({
+          sql: `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')}`,
+          params: chunk.flat(),
+        });
+      }
     }
     return out;
   },
@@ -121,16 +129,18 @@ export const postgresDialect: Dialect = {
   binaryText: 'TEXT COLLATE "C"',
   double: 'DOUBLE PRECISION',
   adhocStatement: '/*adhoc*/ ',
-  insertRows(table, columns, pgTypes, rows) {
-    if (rows.length === 0) return [];
-    // One statement with one array per column, whatever the row count: a single named statement per table.
-    const arrays = columns.map((_, c) => rows.map((row) => row[c]));
-    return [
-      {
-        sql: `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${pgTypes.map((t) => `?::${t}[]`).join(', ')})`,
-        params: arrays as unknown as SqlValue[],
-      },
-    ];
+  insertRows(inserts) {
+    const present = inserts.filter((insert) => insert.rows.length > 0);
+    if (present.length === 0) return [];
+    // One array per column, whatever the row count: one statement text per set of tables.
+    const arrays = present.flatMap(({ columns, rows }) => columns.map((_, c) => rows.map((row) => row[c])));
+    const insert = ({ table, columns, pgTypes }: RowInsert) =>
+      `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${pgTypes.map((t) => `?::${t}[]`).join(', ')})`;
+    const sql =
+      present.length === 1
+        ? insert(present[0])
+        : `WITH ${present.map((p, i) => `i${i} AS (${insert(p)})`).join(', ')} SELECT 1`;
+    return [{ sql, params: arrays as unknown as SqlValue[] }];
   },
   probeColumn: (column) => column,
   driver: { open: ' = ANY(ARRAY(', close: '))' },

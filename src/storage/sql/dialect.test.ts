@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { postgresDialect, sqliteDialect } from './dialect.js';
+import type { RowInsert } from './dialect.js';
+
+const inserts: RowInsert[] = [
+  {
+    table: 'idx_a',
+    columns: ['pk', 'v'],
+    pgTypes: ['bigint', 'text'],
+    rows: [
+      [1, 'x'],
+      [1, 'y'],
+    ],
+  },
+  { table: 'idx_empty', columns: ['pk', 'v'], pgTypes: ['bigint', 'text'], rows: [] },
+  { table: 'idx_b', columns: ['pk', 'n'], pgTypes: ['bigint', 'float8'], rows: [[1, 2.5]] },
+];
+
+describe('insertRows', () => {
+  it('PostgreSQL: one statement for every table with rows, one array per column', () => {
+    expect(postgresDialect.insertRows(inserts)).toEqual([
+      {
+        sql: 'WITH i0 AS (INSERT INTO idx_a (pk, v) SELECT * FROM unnest(?::bigint[], ?::text[])), i1 AS (INSERT INTO idx_b (pk, n) SELECT * FROM unnest(?::bigint[], ?::float8[])) SELECT 1',
+        params: [[1, 1], ['x', 'y'], [1], [2.5]],
+      },
+    ]);
+    expect(postgresDialect.insertRows([inserts[2]])).toEqual([
+      { sql: 'INSERT INTO idx_b (pk, n) SELECT * FROM unnest(?::bigint[], ?::float8[])', params: [[1], [2.5]] },
+    ]);
+    expect(postgresDialect.insertRows([inserts[1]])).toEqual([]);
+  });
+
+  it('SQLite: multi-row VALUES per table, chunked under its limit on bound parameters', () => {
+    expect(sqliteDialect.insertRows(inserts)).toEqual([
+      { sql: 'INSERT INTO idx_a (pk, v) VALUES (?, ?), (?, ?)', params: [1, 'x', 1, 'y'] },
+      { sql: 'INSERT INTO idx_b (pk, n) VALUES (?, ?)', params: [1, 2.5] },
+    ]);
+    const many = Array.from({ length: 12_000 }, (_, i) => [i, 'v']);
+    const statements = sqliteDialect.insertRows([{ ...inserts[0], rows: many }]);
+    expect(statements.map((s) => s.params.length)).toEqual([10_000, 10_000, 4_000]);
+  });
+});

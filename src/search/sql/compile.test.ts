@@ -145,7 +145,7 @@ describe('pinned SQL (PostgreSQL)', () => {
   const d = postgresDialect;
   it('drives with = ANY(ARRAY(...)) and keeps probes per row with OFFSET 0', () => {
     expect(compiled(d, 'Patient', 'name=smi&gender=female')).toMatchInlineSnapshot(`
-      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND t.sp = ? AND t.code = ? OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND (t.sp + 0) = ? AND t.code = ? OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
         -- ["sp(Patient.name)","smi","smj","sp(Patient.gender)","female",21]"
     `);
   });
@@ -155,7 +155,7 @@ describe('pinned SQL (PostgreSQL)', () => {
         -- ["sp(Encounter.patient)","Patient","sp(Patient.name)","smith","smiti",21]"
     `);
     expect(compiled(d, 'Patient', '_has:Observation:patient:code=1234-5')).toMatchInlineSnapshot(`
-      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id = ANY(ARRAY(SELECT f0.target_id FROM idx_reference f0 WHERE f0.sp = ? AND f0.target_type = ? AND f0.pk = ANY(ARRAY(SELECT r1.pk FROM resource r1 WHERE (r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT r2.pk FROM resource r2 WHERE r2.type = ? AND r2.id = ANY(ARRAY(SELECT f0.target_id FROM idx_reference f0 WHERE (f0.sp + 0) = ? AND f0.target_type = ? AND f0.pk = ANY(ARRAY(SELECT r1.pk FROM resource r1 WHERE (r1.deleted = 0 AND r1.pk = ANY(ARRAY(SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)))))))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
         -- ["Patient","sp(Observation.patient)","Patient","sp(Observation.code)","1234-5",21]"
     `);
   });

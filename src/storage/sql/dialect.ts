@@ -44,8 +44,8 @@ export interface Dialect {
   /**
    * A column term the planner must not use an index for. Index probes of one resource
    * (`t.pk = r.pk AND t.sp = ?`) must go through the (pk, sp) index; without statistics SQLite would
-   * rather use (sp, value...) and scan every row of the parameter for each candidate. SQLite's unary
-   * `+` says so; PostgreSQL plans from its statistics and gets the column as is.
+   * rather use (sp, value...) and scan every row of the parameter for each candidate, and PostgreSQL
+   * does so too when the value range looks small. SQLite's unary `+` says so, `+ 0` on PostgreSQL.
    */
   probeColumn(column: string): string;
   /**
@@ -142,7 +142,10 @@ export const postgresDialect: Dialect = {
         : `WITH ${present.map((p, i) => `i${i} AS (${insert(p)})`).join(', ')} SELECT 1`;
     return [{ sql, params: arrays as unknown as SqlValue[] }];
   },
-  probeColumn: (column) => column,
+  // `sp + 0`, as SQLite's `+sp`: with `sp` usable, PostgreSQL probed `gender=female` through
+  // (sp, code, system, pk), reading the whole `female` range per candidate (3.3 ms → 0.6 ms a page at
+  // 2,400 Patients, growing with the table).
+  probeColumn: (column) => `(${column} + 0)`,
   driver: { open: ' = ANY(ARRAY(', close: '))' },
   probeSuffix: ' OFFSET 0',
   refreshStatistics: (tables, afterBulkLoad) => [

@@ -88,6 +88,9 @@ export class Checkpointer {
     const worker = this.worker;
     if (!worker) return;
     const exited = new Promise((resolve) => worker.once('exit', resolve));
+    // Unreferenced, the worker would not keep the process alive until it has closed its connection: a
+    // CLI awaiting close() would exit mid-await (exit code 13).
+    worker.ref();
     worker.postMessage('close');
     await exited;
   }
@@ -96,7 +99,12 @@ export class Checkpointer {
   private thread(): Worker {
     if (this.worker) return this.worker;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, fileName: this.fileName } });
+    // No inherited execArgv: under `--input-type=module` the source would be read as an ES module.
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      execArgv: [],
+      workerData: { driver, fileName: this.fileName },
+    });
     // Never what keeps the process alive.
     worker.unref();
     worker.on('message', (result: CheckpointResult) => this.finished(result));

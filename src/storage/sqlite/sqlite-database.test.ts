@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../test-support/databases.js';
 import type { TestDatabase } from '../../test-support/databases.js';
@@ -125,5 +127,28 @@ describe('SqliteDatabase checkpoints', () => {
       await db.close();
       await testDb.dispose();
     }
+  });
+});
+
+describe('SqliteDatabase close', () => {
+  it('lets a process that awaits close() after checkpoints finish normally', () => {
+    const testDb = sqliteTestDatabase();
+    const script = `
+      import { SqliteDatabase } from './src/storage/sqlite/sqlite-database.ts';
+      const db = new SqliteDatabase(${JSON.stringify(testDb.url)});
+      await db.executeScript('CREATE TABLE k (v TEXT)');
+      for (let i = 0; i < 70; i++) await db.transaction((tx) => tx.execute('INSERT INTO k (v) VALUES (?)', [String(i)]));
+      await db.checkpointer.checkpoint();
+      await db.close();
+      console.log('closed');
+    `;
+    const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('../../../', import.meta.url)),
+      encoding: 'utf8',
+    });
+    void testDb.dispose();
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trim()).toBe('closed');
+    expect(result.status).toBe(0);
   });
 });

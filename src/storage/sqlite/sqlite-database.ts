@@ -152,7 +152,12 @@ export class SqliteDatabase implements SqlDatabase {
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, resolve, reject } as PendingTransaction);
-      if (!this.draining) void this.drain();
+      if (!this.draining) {
+        this.draining = true;
+        // One turn of the event loop first: requests already read from their sockets add their writes
+        // to the group, and a group's commit writes each shared page once.
+        setImmediate(() => void this.drain());
+      }
     });
   }
 

@@ -223,13 +223,12 @@ export class SqlResourceStore implements ResourceStore {
   private async insertNew(tx: SqlExecutor, writes: WriteSet, resource: FhirResource, id: string): Promise<WriteResult> {
     const now = this.clock();
     const content = serializeResource(resource, id, 1, now);
-    const [row] = await tx.query<{ pk: number }>(
-      'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
-      [resource.resourceType, id, now, content],
-    );
-    writes.written.add(row.pk);
-    await this.appendHistory(tx, row.pk, resource.resourceType, id, 1, now, 'create', content);
-    await this.updateIndexes(tx, row.pk, resource.resourceType, JSON.parse(content) as FhirResource, true);
+    const [first, ...rest] = tx.dialect.insertFirstVersion(resource.resourceType, id, now, content);
+    const [row] = await tx.query<{ pk: number | string }>(first.sql, first.params);
+    for (const statement of rest) await tx.execute(statement.sql, statement.params);
+    const pk = Number(row.pk);
+    writes.written.add(pk);
+    await this.updateIndexes(tx, pk, resource.resourceType, JSON.parse(content) as FhirResource, true);
     const stored: StoredVersion = {
       type: resource.resourceType,
       id,

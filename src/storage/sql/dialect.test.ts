@@ -40,3 +40,19 @@ describe('insertRows', () => {
     expect(statements.map((s) => s.params.length)).toEqual([10_000, 10_000, 4_000]);
   });
 });
+
+describe('insertFirstVersion', () => {
+  it('PostgreSQL: the resource row and its history row in one statement, the content bound once', () => {
+    const [only, ...rest] = postgresDialect.insertFirstVersion('Patient', 'a', 1, '{}');
+    expect(rest).toEqual([]);
+    expect(only.sql).toMatch(
+      /^WITH r AS \(INSERT INTO resource .* RETURNING pk, .*\), h AS \(INSERT INTO resource_history/,
+    );
+    expect(only.params).toEqual(['Patient', 'a', 1, '{}']);
+  });
+  it('SQLite: two statements, the history row copied from the row just inserted', () => {
+    const statements = sqliteDialect.insertFirstVersion('Patient', 'a', 1, '{}');
+    expect(statements.map((s) => s.params)).toEqual([['Patient', 'a', 1, '{}'], []]);
+    expect(statements[1].sql).toContain('WHERE pk = last_insert_rowid()');
+  });
+});

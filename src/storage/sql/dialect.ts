@@ -67,6 +67,18 @@ export interface Dialect {
    * statistics (the query shapes and `probeColumn` fix its plans), so it needs nothing.
    */
   refreshStatistics(tables: readonly string[], afterBulkLoad: boolean): string[];
+  /**
+   * Statements that insert a new resource row (version 1, not deleted) and its first history row
+   * (`create`), the content sent once; the first statement answers `pk`. PostgreSQL: one statement (a
+   * data-modifying WITH), one round trip; SQLite: two, the second reading the row by
+   * `last_insert_rowid()`.
+   */
+  insertFirstVersion(
+    type: string,
+    id: string,
+    lastUpdated: number,
+    content: string,
+  ): { sql: string; params: SqlValue[] }[];
   /** Statements deleting every row of `pk` from each table. */
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
 }
@@ -112,6 +124,16 @@ export const sqliteDialect: Dialect = {
   driver: { open: ' IN (', close: ')' },
   probeSuffix: '',
   refreshStatistics: () => [],
+  insertFirstVersion: (type, id, lastUpdated, content) => [
+    {
+      sql: 'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
+      params: [type, id, lastUpdated, content],
+    },
+    {
+      sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM resource WHERE pk = last_insert_rowid()`,
+      params: [],
+    },
+  ],
   deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
 };
 
@@ -148,6 +170,12 @@ export const postgresDialect: Dialect = {
   probeColumn: (column) => `(${column} + 0)`,
   driver: { open: ' = ANY(ARRAY(', close: '))' },
   probeSuffix: ' OFFSET 0',
+  insertFirstVersion: (type, id, lastUpdated, content) => [
+    {
+      sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content), h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r) SELECT pk FROM r`,
+      params: [type, id, lastUpdated, content],
+    },
+  ],
   refreshStatistics: (tables, afterBulkLoad) => [
     `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
   ],

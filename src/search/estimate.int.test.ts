@@ -93,6 +93,23 @@ describe.each(BACKENDS)('cardinality estimates on %s', (backend) => {
     expect(statements()).toBe(2);
   });
 
+  it('estimates nothing when an exact reference or identifier is the only candidate', async () => {
+    const { db, statements } = counting(env.db);
+    const estimator = new CardinalityEstimator(db);
+    for (const [type, query] of [
+      ['Encounter', 'patient=Patient/p1'],
+      ['Patient', 'identifier=http://hospital.example/mrn|MRN1&gender=female'],
+      ['Observation', 'subject:Patient.identifier=MRN1'],
+    ] as const) {
+      const p = plan(type, query);
+      expect(await estimator.estimate(p)).toBe(p);
+    }
+    expect(statements()).toBe(0);
+    // With a second candidate the counts choose between them.
+    await estimator.estimate(plan('Encounter', 'patient=Patient/p1&date=2021-03-05'));
+    expect(statements()).toBeGreaterThan(0);
+  });
+
   it('estimates nothing when no criterion could drive', async () => {
     const { db, statements } = counting(env.db);
     const estimator = new CardinalityEstimator(db);

@@ -24,7 +24,7 @@ export class CardinalityEstimator {
 
   /** The plan with `estimatedRows` set on every criterion that could drive it, at any depth. */
   async estimate(plan: Plan): Promise<Plan> {
-    if (!plan.criteria.some(needsEstimate)) return plan;
+    if (!needsEstimates(plan.criteria)) return plan;
     return { ...plan, criteria: await Promise.all(plan.criteria.map((c) => this.annotate(c))) };
   }
 
@@ -54,8 +54,13 @@ export class CardinalityEstimator {
   }
 }
 
-/** Is there a choice for the data to make: a criterion that could drive, and no `_id` already driving? */
-function needsEstimate(c: PlannedCriterion): boolean {
-  if (c.kind === 'chain' || c.kind === 'has') return true;
-  return c.kind !== 'id' && driverCandidate(c);
+/**
+ * Is there a choice for the data to make? Not when `_id` picks the rows, nor when the only candidate is
+ * an exact reference, identifier or URI (selectivity 1): it drives whatever it matches, and counting
+ * would cost a query per distinct value (`Encounter?patient=<each patient>`).
+ */
+function needsEstimates(criteria: readonly PlannedCriterion[]): boolean {
+  if (criteria.some((c) => c.kind === 'id')) return criteria.some((c) => c.kind === 'chain' || c.kind === 'has');
+  const candidates = criteria.filter(driverCandidate);
+  return candidates.length > 1 || candidates.some((c) => c.selectivity > 1);
 }

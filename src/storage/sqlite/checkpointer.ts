@@ -1,14 +1,15 @@
 // WAL checkpoints on a worker thread. SQLite's automatic checkpoint runs inside the COMMIT that
 // crosses 1,000 WAL pages: it copies the pages into the database file and fsyncs both files, and
 // with better-sqlite3 that is on the event loop (measured: 4% of commits took over 2 ms, half of all
-// commit time, the creates' p99). The writer turns automatic checkpoints off; a worker thread with its
-// own connection runs PASSIVE checkpoints (they never block the writer or readers) after every
-// CHECKPOINT_EVERY commits, or a second after the last commit. If the worker fails, the writer gets
-// automatic checkpoints back.
+// commit time, the creates' p99). A worker thread with its own connection runs PASSIVE checkpoints
+// (they never block the writer or readers) after every CHECKPOINT_EVERY commits, or a second after the
+// last commit, and copies most frames; the writer keeps an automatic checkpoint at a higher threshold,
+// which then only copies what the worker has not and lets SQLite restart the WAL (see
+// sqlite-database.ts). If the worker fails, the writer goes back to SQLite's default threshold.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
-const CHECKPOINT_EVERY = 64;
+const CHECKPOINT_EVERY = 32;
 const IDLE_CHECKPOINT_MS = 1000;
 
 // CommonJS source run with `eval`, so the same code works from dist/ and under tsx (a .ts worker file

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
+import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../test-support/databases.js';
 import type { TestDatabase } from '../../test-support/databases.js';
-import { SqliteDatabase } from './sqlite-database.js';
+import { SqliteDatabase, sqliteFileName } from './sqlite-database.js';
 
 describe('SqliteDatabase group commit', () => {
   let testDb: TestDatabase;
@@ -123,6 +124,30 @@ describe('SqliteDatabase checkpoints', () => {
       expect(result.log).toBeGreaterThan(0);
       expect(result.checkpointed).toBe(result.log);
       expect(await db.query<{ n: number }>('SELECT COUNT(*) AS n FROM c')).toEqual([{ n: 50 }]);
+    } finally {
+      await db.close();
+      await testDb.dispose();
+    }
+  });
+});
+
+describe('SqliteDatabase WAL size', () => {
+  it('stays bounded under a steady stream of writes (the writer finishes what the worker cannot)', async () => {
+    const testDb = sqliteTestDatabase();
+    const db = new SqliteDatabase(testDb.url);
+    try {
+      await db.executeScript('CREATE TABLE big (v TEXT)');
+      const blob = 'x'.repeat(100_000);
+      // 48 MB written in 480 commits, 8 at a time.
+      for (let round = 0; round < 60; round++) {
+        await Promise.all(
+          Array.from({ length: 8 }, (_, i) =>
+            db.transaction((tx) => tx.execute('INSERT INTO big (v) VALUES (?)', [blob + round + i])),
+          ),
+        );
+      }
+      const wal = statSync(`${sqliteFileName(testDb.url)}-wal`).size;
+      expect(wal).toBeLessThan(30_000_000);
     } finally {
       await db.close();
       await testDb.dispose();

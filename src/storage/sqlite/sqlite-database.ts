@@ -74,6 +74,9 @@ function translateErrors<T>(fn: () => T): T {
   }
 }
 
+/** WAL pages (4 KiB) after which the writer's own commit finishes the worker's checkpoints (16 MiB). */
+const WRITER_CHECKPOINT_PAGES = 4000;
+
 const READ_ONLY_STATEMENT = /^\s*(SELECT|WITH)\b/i;
 
 /** The most transactions one group commit takes: bounds how long the first of them waits. */
@@ -111,7 +114,11 @@ export class SqliteDatabase implements SqlDatabase {
     this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
     if (fileName !== ':memory:') {
       const writer = this.writer.connection;
-      writer.pragma('wal_autocheckpoint = 0');
+      // The worker cannot finish a checkpoint while writes keep arriving (each leaves new frames behind
+      // it), and SQLite restarts the WAL only after a complete one: left alone the WAL grew to 6 GB
+      // during a 1M-resource import. So the writer still checkpoints once the WAL passes
+      // WRITER_CHECKPOINT_PAGES, which only has to copy the frames the worker has not copied yet.
+      writer.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
       this.checkpointer = new Checkpointer(fileName, (reason) => {
         writer.pragma('wal_autocheckpoint = 1000');
         process.emitWarning(`SQLite checkpoints on a worker thread failed (${reason}); back to automatic ones`);

@@ -70,8 +70,13 @@ export const importCommand: Command = {
         tty ? (p) => process.stderr.write(progressBar(p, startedAt)) : undefined,
       );
       if (tty) process.stderr.write('\n');
-      if (summary.resources > 0) await refreshSearchStatistics(db, true);
       process.stdout.write(`${formatSummary(summary)}\n`);
+      if (summary.resources > 0) {
+        // What was loaded is loaded: stale statistics only make the first searches slower.
+        await refreshSearchStatistics(db, true).catch((error: unknown) =>
+          process.stderr.write(`Warning: could not refresh the database statistics: ${(error as Error).message}\n`),
+        );
+      }
       return summary.failures.length > 0 ? 1 : 0;
     } finally {
       await db.close();

@@ -110,6 +110,13 @@ describe.each(BACKENDS)('cardinality estimates on %s', (backend) => {
     expect(statements()).toBeGreaterThan(0);
   });
 
+  it('searches without estimates when counting fails', async () => {
+    const failing = Object.create(env.db) as SqlDatabase;
+    failing.query = () => Promise.reject(new Error('canceling statement due to statement timeout'));
+    const p = plan('Patient', 'name=smi&birthdate=2001');
+    expect(await new CardinalityEstimator(failing).estimate(p)).toBe(p);
+  });
+
   it('estimates nothing when no criterion could drive', async () => {
     const { db, statements } = counting(env.db);
     const estimator = new CardinalityEstimator(db);

@@ -25,7 +25,12 @@ export class CardinalityEstimator {
   /** The plan with `estimatedRows` set on every criterion that could drive it, at any depth. */
   async estimate(plan: Plan): Promise<Plan> {
     if (!needsEstimates(plan.criteria)) return plan;
-    return { ...plan, criteria: await Promise.all(plan.criteria.map((c) => this.annotate(c))) };
+    try {
+      return { ...plan, criteria: await Promise.all(plan.criteria.map((c) => this.annotate(c))) };
+    } catch {
+      // An estimate only chooses the plan: if counting fails (a timeout, a lock), search without one.
+      return plan;
+    }
   }
 
   private async annotate(c: PlannedCriterion): Promise<PlannedCriterion> {
@@ -60,7 +65,8 @@ export class CardinalityEstimator {
  * would cost a query per distinct value (`Encounter?patient=<each patient>`).
  */
 function needsEstimates(criteria: readonly PlannedCriterion[]): boolean {
-  if (criteria.some((c) => c.kind === 'id')) return criteria.some((c) => c.kind === 'chain' || c.kind === 'has');
+  // `_id` drives, and the other criteria are probes, which never choose a driver inside.
+  if (criteria.some((c) => c.kind === 'id')) return false;
   const candidates = criteria.filter(driverCandidate);
   return candidates.length > 1 || candidates.some((c) => c.selectivity > 1);
 }

@@ -223,10 +223,10 @@ export class SqlResourceStore implements ResourceStore {
   private async insertNew(tx: SqlExecutor, writes: WriteSet, resource: FhirResource, id: string): Promise<WriteResult> {
     const now = this.clock();
     const content = serializeResource(resource, id, 1, now);
-    const [first, ...rest] = tx.dialect.insertFirstVersion(resource.resourceType, id, now, content);
-    const [row] = await tx.query<{ pk: number | string }>(first.sql, first.params);
-    for (const statement of rest) await tx.execute(statement.sql, statement.params);
+    const { insert, then } = tx.dialect.insertFirstVersion(resource.resourceType, id, now, content);
+    const [row] = await tx.query<{ pk: number | string }>(insert.sql, insert.params);
     const pk = Number(row.pk);
+    for (const statement of then(pk)) await tx.execute(statement.sql, statement.params);
     writes.written.add(pk);
     await this.updateIndexes(tx, pk, resource.resourceType, JSON.parse(content) as FhirResource, true);
     const stored: StoredVersion = {

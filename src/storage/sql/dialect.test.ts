@@ -43,16 +43,18 @@ describe('insertRows', () => {
 
 describe('insertFirstVersion', () => {
   it('PostgreSQL: the resource row and its history row in one statement, the content bound once', () => {
-    const [only, ...rest] = postgresDialect.insertFirstVersion('Patient', 'a', 1, '{}');
-    expect(rest).toEqual([]);
-    expect(only.sql).toMatch(
+    const { insert, then } = postgresDialect.insertFirstVersion('Patient', 'a', 1, '{}');
+    expect(insert.sql).toMatch(
       /^WITH r AS \(INSERT INTO resource .* RETURNING pk, .*\), h AS \(INSERT INTO resource_history/,
     );
-    expect(only.params).toEqual(['Patient', 'a', 1, '{}']);
+    expect(insert.params).toEqual(['Patient', 'a', 1, '{}']);
+    expect(then(7)).toEqual([]);
   });
-  it('SQLite: two statements, the history row copied from the row just inserted', () => {
-    const statements = sqliteDialect.insertFirstVersion('Patient', 'a', 1, '{}');
-    expect(statements.map((s) => s.params)).toEqual([['Patient', 'a', 1, '{}'], []]);
-    expect(statements[1].sql).toContain('WHERE pk = last_insert_rowid()');
+  it('SQLite: the history row copied from the inserted row by its pk', () => {
+    const { insert, then } = sqliteDialect.insertFirstVersion('Patient', 'a', 1, '{}');
+    expect(insert.params).toEqual(['Patient', 'a', 1, '{}']);
+    const [history] = then(7);
+    expect(history.sql).toContain('FROM resource WHERE pk = ?');
+    expect(history.params).toEqual([7]);
   });
 });

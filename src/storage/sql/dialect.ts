@@ -68,17 +68,16 @@ export interface Dialect {
    */
   refreshStatistics(tables: readonly string[], afterBulkLoad: boolean): string[];
   /**
-   * Statements that insert a new resource row (version 1, not deleted) and its first history row
-   * (`create`), the content sent once; the first statement answers `pk`. PostgreSQL: one statement (a
-   * data-modifying WITH), one round trip; SQLite: two, the second reading the row by
-   * `last_insert_rowid()`.
+   * A new resource row (version 1, not deleted) and its first history row (`create`): `insert` answers
+   * `pk`, then `then(pk)` runs. PostgreSQL: one statement (a data-modifying WITH, the content sent once),
+   * one round trip; SQLite: the history row copied from the row by its pk, a second statement.
    */
   insertFirstVersion(
     type: string,
     id: string,
     lastUpdated: number,
     content: string,
-  ): { sql: string; params: SqlValue[] }[];
+  ): { insert: { sql: string; params: SqlValue[] }; then: (pk: number) => { sql: string; params: SqlValue[] }[] };
   /** Statements deleting every row of `pk` from each table. */
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
 }
@@ -124,16 +123,18 @@ export const sqliteDialect: Dialect = {
   driver: { open: ' IN (', close: ')' },
   probeSuffix: '',
   refreshStatistics: () => [],
-  insertFirstVersion: (type, id, lastUpdated, content) => [
-    {
+  insertFirstVersion: (type, id, lastUpdated, content) => ({
+    insert: {
       sql: 'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
       params: [type, id, lastUpdated, content],
     },
-    {
-      sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM resource WHERE pk = last_insert_rowid()`,
-      params: [],
-    },
-  ],
+    then: (pk) => [
+      {
+        sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM resource WHERE pk = ?`,
+        params: [pk],
+      },
+    ],
+  }),
   deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
 };
 
@@ -170,12 +171,13 @@ export const postgresDialect: Dialect = {
   probeColumn: (column) => `(${column} + 0)`,
   driver: { open: ' = ANY(ARRAY(', close: '))' },
   probeSuffix: ' OFFSET 0',
-  insertFirstVersion: (type, id, lastUpdated, content) => [
-    {
+  insertFirstVersion: (type, id, lastUpdated, content) => ({
+    insert: {
       sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content), h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r) SELECT pk FROM r`,
       params: [type, id, lastUpdated, content],
     },
-  ],
+    then: () => [],
+  }),
   refreshStatistics: (tables, afterBulkLoad) => [
     `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
   ],

@@ -53,6 +53,7 @@ export class Checkpointer {
   private running = false;
   private idleTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  private exited = false;
   private failures = 0;
   private readonly waiting: ((result: CheckpointResult) => void)[] = [];
 
@@ -62,16 +63,18 @@ export class Checkpointer {
     private readonly onFailure: (reason: string) => void,
   ) {}
 
-  /** After each commit of the writer. */
+  /** After each commit of the writer. Never throws: it runs between a COMMIT and its answer. */
   committed(): void {
     if (this.closed) return;
     this.commits++;
     if (this.commits >= CHECKPOINT_EVERY) this.start();
-    else {
-      clearTimeout(this.idleTimer);
-      this.idleTimer = setTimeout(() => this.start(), IDLE_CHECKPOINT_MS);
-      this.idleTimer.unref();
-    }
+    else this.armIdleTimer();
+  }
+
+  private armIdleTimer(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.start(), IDLE_CHECKPOINT_MS);
+    this.idleTimer.unref();
   }
 
   /** Runs a checkpoint now (tests); resolves with its result. */
@@ -87,7 +90,7 @@ export class Checkpointer {
     if (this.closed) return;
     this.closed = true;
     const worker = this.worker;
-    if (!worker) return;
+    if (!worker || this.exited) return;
     const exited = new Promise((resolve) => worker.once('exit', resolve));
     // Unreferenced, the worker would not keep the process alive until it has closed its connection: a
     // CLI awaiting close() would exit mid-await (exit code 13).
@@ -110,6 +113,10 @@ export class Checkpointer {
     worker.unref();
     worker.on('message', (result: CheckpointResult) => this.finished(result));
     worker.on('error', (error) => this.fail(error.message));
+    worker.on('exit', () => {
+      this.exited = true;
+      this.fail('the checkpoint worker exited');
+    });
     this.worker = worker;
     return worker;
   }
@@ -119,7 +126,11 @@ export class Checkpointer {
     if (this.closed || this.running || (!force && this.commits === 0)) return;
     this.commits = 0;
     this.running = true;
-    this.thread().postMessage('checkpoint');
+    try {
+      this.thread().postMessage('checkpoint');
+    } catch (error) {
+      this.fail(error instanceof Error ? error.message : String(error));
+    }
   }
 
   private finished(result: CheckpointResult): void {
@@ -131,7 +142,9 @@ export class Checkpointer {
       return;
     }
     this.failures = 0;
+    // Commits made while it ran: at once when there are many, else after a second of quiet.
     if (this.commits >= CHECKPOINT_EVERY) this.start();
+    else if (this.commits > 0) this.armIdleTimer();
   }
 
   private fail(reason: string): void {
@@ -139,7 +152,10 @@ export class Checkpointer {
     this.closed = true;
     this.running = false;
     for (const resolve of this.waiting.splice(0)) resolve({ ok: false, message: reason });
-    this.onFailure(reason);
-    void this.worker?.terminate();
+    try {
+      this.onFailure(reason);
+    } finally {
+      void this.worker?.terminate();
+    }
   }
 }

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { existsSync, realpathSync, statSync, symlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../test-support/databases.js';
@@ -90,6 +91,43 @@ describe('SqliteDatabase durability (synchronous=full)', () => {
       held = false;
       fsyncs.forEach((f) => f());
       await db.close();
+      await testDb.dispose();
+    }
+  });
+
+  it('fsyncs the WAL SQLite really writes when the database path is a symbolic link', async () => {
+    const testDb = sqliteTestDatabase();
+    const real = sqliteFileName(testDb.url);
+    const link = join(dirname(real), 'link.db');
+    symlinkSync(real, link);
+    const db = new SqliteDatabase(`sqlite:${link}`);
+    try {
+      await db.executeScript('CREATE TABLE s (v TEXT)');
+      await db.transaction((tx) => tx.execute('INSERT INTO s (v) VALUES (?)', ['x']));
+      expect(db.walPath).toBe(`${realpathSync(real)}-wal`);
+      expect(existsSync(db.walPath!)).toBe(true);
+      expect(existsSync(`${link}-wal`)).toBe(false);
+    } finally {
+      await db.close();
+      await testDb.dispose();
+    }
+  });
+
+  it('refuses every write and fails the readiness check after an fsync error', async () => {
+    const testDb = sqliteTestDatabase();
+    let fail = false;
+    const db = new SqliteDatabase(testDb.url, 'full', () =>
+      fail ? Promise.reject(new Error('EIO')) : Promise.resolve(),
+    );
+    try {
+      await db.executeScript('CREATE TABLE f (v TEXT)');
+      fail = true;
+      await expect(db.transaction((tx) => tx.execute('INSERT INTO f (v) VALUES (?)', ['a']))).rejects.toThrow('EIO');
+      fail = false;
+      await expect(db.transaction((tx) => tx.execute('INSERT INTO f (v) VALUES (?)', ['b']))).rejects.toThrow('EIO');
+      await expect(db.ping()).rejects.toThrow('EIO');
+    } finally {
+      await db.close().catch(() => undefined);
       await testDb.dispose();
     }
   });

@@ -104,6 +104,8 @@ export class SqliteDatabase implements SqlDatabase {
   /** Makes commits durable (synchronous=full on a file); undefined: commits are acknowledged as made. */
   private readonly walSync: WalSync | undefined;
   private readonly walFile: ReturnType<typeof fileFsync> | undefined;
+  /** The WAL file SQLite writes (links resolved, absolute), which the fsync must reach. */
+  readonly walPath: string | undefined;
   /** Checkpoints off the event loop (file databases). */
   readonly checkpointer: Checkpointer | undefined;
 
@@ -125,7 +127,8 @@ export class SqliteDatabase implements SqlDatabase {
       });
     }
     if (synchronous === 'full' && fileName !== ':memory:') {
-      this.walFile = fsync ? undefined : fileFsync(`${fileName}-wal`);
+      this.walPath = `${(this.writer.connection.pragma('database_list') as { file: string }[])[0].file}-wal`;
+      this.walFile = fsync ? undefined : fileFsync(this.walPath);
       this.walSync = new WalSync(fsync ?? this.walFile!.fsync);
     }
   }
@@ -228,16 +231,23 @@ export class SqliteDatabase implements SqlDatabase {
   }
 
   async ping(): Promise<void> {
+    // After a failed fsync every write fails (wal-sync.ts): not ready, so that the server is restarted.
+    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
     await (this.reader ?? this.writer).query('SELECT 1 AS ok');
   }
 
   async close(): Promise<void> {
+    // Transactions queued before close() (a group starts one event-loop turn later) run first.
+    while (this.draining || this.pending.length > 0) await new Promise((resolve) => setImmediate(resolve));
     await this.writeLock.run(async () => {
-      await this.durable();
-      await this.checkpointer?.close();
-      this.reader?.connection.close();
-      this.writer.connection.close();
-      await this.walFile?.close();
+      try {
+        await this.durable();
+      } finally {
+        await this.checkpointer?.close();
+        this.reader?.connection.close();
+        this.writer.connection.close();
+        await this.walFile?.close();
+      }
     });
   }
 }

@@ -45,11 +45,17 @@ describe('WalSync', () => {
     expect(disk.calls()).toBe(2);
   });
 
-  it('reports a failed fsync to the callers it was for, and the next caller gets a fresh one', async () => {
+  it('fails every later caller once an fsync has failed (fail-stop: a retry would wrongly succeed)', async () => {
     let fail = true;
-    const sync = new WalSync(() => (fail ? Promise.reject(new Error('EIO')) : Promise.resolve()));
+    let calls = 0;
+    const sync = new WalSync(() => {
+      calls++;
+      return fail ? Promise.reject(new Error('EIO')) : Promise.resolve();
+    });
     await expect(sync.sync()).rejects.toThrow('EIO');
     fail = false;
-    await expect(sync.sync()).resolves.toBeUndefined();
+    await expect(sync.sync()).rejects.toThrow('EIO');
+    expect(calls).toBe(1);
+    expect(sync.failure).toEqual(new Error('EIO'));
   });
 });

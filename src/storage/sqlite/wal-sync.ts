@@ -16,15 +16,28 @@ export type Fsync = () => Promise<void>;
 export class WalSync {
   private running: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
+  /**
+   * The first fsync error, kept: after a failed fsync Linux marks the unwritten pages clean and the
+   * next fsync succeeds, so nothing written since can be trusted to be on disk (and WAL recovery stops
+   * at the first bad frame, losing every later commit). Fail-stop, as PostgreSQL does: every later
+   * sync fails with it, until the process restarts and SQLite recovers the WAL.
+   */
+  failure: unknown;
 
   constructor(private readonly fsync: Fsync) {}
 
   /** Resolves once everything written to the WAL before this call is on disk. */
   sync(): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
     if (!this.running) {
-      const run = this.fsync().finally(() => {
-        if (this.running === run) this.running = undefined;
-      });
+      const run = this.fsync()
+        .catch((error: unknown) => {
+          this.failure ??= error ?? new Error('fsync failed');
+          throw this.failure;
+        })
+        .finally(() => {
+          if (this.running === run) this.running = undefined;
+        });
       this.running = run;
       return run;
     }
@@ -39,7 +52,10 @@ export class WalSync {
   }
 }
 
-/** fsync of the file at `path` through one handle kept open; nothing to do while the file does not exist. */
+/**
+ * fsync of the file at `path` through one handle kept open; nothing to do while the file does not
+ * exist. `path` must be the file SQLite writes: it resolves symbolic links before naming the WAL.
+ */
 export function fileFsync(path: string): { fsync: Fsync; close: () => Promise<void> } {
   let handle: FileHandle | undefined;
   return {

@@ -61,12 +61,14 @@ export class CardinalityEstimator {
 
 /**
  * Is there a choice for the data to make? Not when `_id` picks the rows, nor when the only candidate is
- * an exact reference, identifier or URI (selectivity 1): it drives whatever it matches, and counting
- * would cost a query per distinct value (`Encounter?patient=<each patient>`).
+ * a reference (`Encounter?patient=<id>`): it drives whatever it matches, and counting would cost a query
+ * per distinct value. Codes are always counted: a code can be rare or in every other resource.
  */
 function needsEstimates(criteria: readonly PlannedCriterion[]): boolean {
   // `_id` drives, and the other criteria are probes, which never choose a driver inside.
   if (criteria.some((c) => c.kind === 'id')) return false;
   const candidates = criteria.filter(driverCandidate);
-  return candidates.length > 1 || candidates.some((c) => c.selectivity > 1);
+  if (candidates.length !== 1) return candidates.length > 1;
+  const [only] = candidates;
+  return !(only.kind === 'rows' && only.table === 'idx_reference');
 }

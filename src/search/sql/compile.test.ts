@@ -8,7 +8,14 @@ import { createSearchCatalog } from '../engine.js';
 import { parseSearch } from '../parse.js';
 import { planSearch } from '../plan.js';
 import type { Plan, PlannedCriterion } from '../plan.js';
-import { compileCount, compileInclude, compileSearch, ESTIMATE_CAP, JOIN_DRIVE_LIMIT } from './compile.js';
+import {
+  CHAIN_DRIVE_LIMIT,
+  compileCount,
+  compileInclude,
+  compileSearch,
+  ESTIMATE_CAP,
+  JOIN_DRIVE_LIMIT,
+} from './compile.js';
 import type { PageBounds } from './compile.js';
 
 const registry = loadR4Definitions();
@@ -187,6 +194,13 @@ describe('driver choice from estimates (SQLite)', () => {
   it('walks the type and probes when every index criterion matches more than the cap', () => {
     expect(page(withEstimates(plan('Observation', 'code=1234-5'), ESTIMATE_CAP + 1))).toMatchInlineSnapshot(
       `"SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?"`,
+    );
+  });
+  it('drives a chain only from a few inner matches (each brings all its referrers)', () => {
+    const p = plan('Encounter', 'patient.name=smith');
+    expect(page(withEstimates(p, CHAIN_DRIVE_LIMIT))).toContain('r0.pk IN (SELECT f0.pk FROM idx_reference f0');
+    expect(page(withEstimates(p, CHAIN_DRIVE_LIMIT + 1))).toContain(
+      'r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_reference f0 JOIN resource r1',
     );
   });
   it('drives a _has from its inner criterion only when that is rare', () => {

@@ -25,11 +25,17 @@ export const DRIVER_THRESHOLD = 2;
  */
 export const ESTIMATE_CAP = 10_000;
 /**
- * A chain or `_has` drives only when its inner criterion matches at most this many rows: each inner
- * match costs a join (resource, then reference index) before the first result, ~50 times an index row.
- * Above it the target type is walked and probed (a `_has` on body height: 15 ms driven, 0.07 ms probed).
+ * A `_has` drives only when its inner criterion matches at most this many rows: each inner match costs
+ * a join (resource, then reference index) before the first result, ~50 times an index row. Above it
+ * the target type is walked and probed (a `_has` on body height: 15 ms driven, 0.07 ms probed).
  */
 export const JOIN_DRIVE_LIMIT = 1000;
+/**
+ * A chain fans out: each inner match (a Patient) brings all its referrers (its Observations), so it
+ * drives only from fewer inner matches. Measured at 1M resources: `Observation?subject:Patient.name=Mül`
+ * (839 Patients, 25,000 Observations) took 8.7 ms driven.
+ */
+export const CHAIN_DRIVE_LIMIT = 100;
 
 /** `alias.sp = ?`; for a probe of one resource's rows, written so that only the (pk, sp) index serves it. */
 function spCondition(alias: string, sps: readonly number[], probe?: Dialect): Sql {
@@ -113,7 +119,8 @@ export function driverCandidate(c: PlannedCriterion): boolean {
 }
 
 function driveLimit(c: PlannedCriterion): number {
-  return c.kind === 'chain' || c.kind === 'has' ? JOIN_DRIVE_LIMIT : ESTIMATE_CAP;
+  if (c.kind === 'chain') return CHAIN_DRIVE_LIMIT;
+  return c.kind === 'has' ? JOIN_DRIVE_LIMIT : ESTIMATE_CAP;
 }
 
 /**

@@ -125,7 +125,10 @@ describe('SqliteDatabase durability (synchronous=full)', () => {
       await expect(db.transaction((tx) => tx.execute('INSERT INTO f (v) VALUES (?)', ['a']))).rejects.toThrow('EIO');
       fail = false;
       await expect(db.transaction((tx) => tx.execute('INSERT INTO f (v) VALUES (?)', ['b']))).rejects.toThrow('EIO');
+      await expect(db.execute('INSERT INTO f (v) VALUES (?)', ['c'])).rejects.toThrow('EIO');
       await expect(db.ping()).rejects.toThrow('EIO');
+      // Only the write whose fsync failed was committed (and answered with the error); none after it.
+      expect(await db.query<{ v: string }>('SELECT v FROM f')).toEqual([{ v: 'a' }]);
     } finally {
       await db.close().catch(() => undefined);
       await testDb.dispose();

@@ -141,12 +141,14 @@ export class SqliteDatabase implements SqlDatabase {
 
   async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
     if (this.reader && READ_ONLY_STATEMENT.test(sql)) return this.reader.query<T>(sql, params);
+    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
     const rows = await this.writeLock.run(() => this.writer.query<T>(sql, params));
     await this.durable();
     return rows;
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
+    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
     const changes = await this.writeLock.run(() => this.writer.execute(sql, params));
     await this.durable();
     return changes;
@@ -160,6 +162,8 @@ export class SqliteDatabase implements SqlDatabase {
    * the next group already executes (wal-sync.ts).
    */
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    // After a failed fsync nothing more is committed (wal-sync.ts: fail-stop).
+    if (this.walSync?.failure !== undefined) return Promise.reject(this.walSync.failure);
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, resolve, reject } as PendingTransaction);
       if (!this.draining) {
@@ -184,6 +188,11 @@ export class SqliteDatabase implements SqlDatabase {
   }
 
   private async runGroup(group: PendingTransaction[]): Promise<void> {
+    const failure = this.walSync?.failure;
+    if (failure !== undefined) {
+      for (const item of group) item.reject(failure);
+      return;
+    }
     const connection = this.writer.connection;
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
     try {

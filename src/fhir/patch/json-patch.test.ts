@@ -41,4 +41,14 @@ describe('applyJsonPatch against the fhir-test-cases JSON Patch suite', () => {
       expect.objectContaining({ code: 'patch-failed' }),
     );
   });
+
+  it('answers an operation the library throws on (a member added to a primitive) with 422, naming it', () => {
+    const patch = [
+      { op: 'add', path: '', value: true },
+      { op: 'add', path: '/active', value: {} },
+    ];
+    expect(() => applyJsonPatch({ resourceType: 'Patient' }, patch)).toThrow(
+      expect.objectContaining({ code: 'patch-failed', message: expect.stringContaining('operation 1 (add /active)') }),
+    );
+  });
 });

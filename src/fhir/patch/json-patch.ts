@@ -32,16 +32,22 @@ export function applyJsonPatch<T>(resource: T, patch: unknown): T {
     path: `/doc${op.path}`,
     ...('from' in op ? { from: `/doc${op.from}` } : {}),
   })) as Operation[];
-  const errors = applyPatch(holder, prefixed);
-  const failed = errors.findIndex((error) => error !== null);
-  if (failed >= 0) {
-    const op = patch[failed];
-    const reason =
-      errors[failed]!.name === 'TestError' ? 'the test failed' : errors[failed]!.message.replaceAll('/doc', '');
-    throw new AppError(
-      'patch-failed',
-      `JSON Patch operation ${failed} (${op.op} ${op.path}) cannot be applied: ${reason}`,
-    );
-  }
+  // One operation at a time, stopping at the first that fails: rfc6902 reports most failures as
+  // results but throws for some (a TypeError for `add /active` after the document became `true`).
+  prefixed.forEach((op, i) => {
+    let error: Error | null;
+    try {
+      [error] = applyPatch(holder, [op]);
+    } catch (thrown) {
+      error = thrown instanceof Error ? thrown : new Error(String(thrown));
+    }
+    if (error) {
+      const reason = error.name === 'TestError' ? 'the test failed' : error.message.replaceAll('/doc', '');
+      throw new AppError(
+        'patch-failed',
+        `JSON Patch operation ${i} (${patch[i].op} ${patch[i].path}) cannot be applied: ${reason}`,
+      );
+    }
+  });
   return holder.doc;
 }

@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { run } from './processes.mjs';
+import { getJson, timeSearch } from './timed-search.mjs';
 
 /** Loads the fixtures with the import command; answers resources and resources/s. */
 export async function importSynthea(bin, env, fixtures, quick) {
@@ -18,15 +19,6 @@ export async function importSynthea(bin, env, fixtures, quick) {
   const loaded = Number(/Loaded (\d+) resources/.exec(output)?.[1] ?? 0);
   return { resources: loaded, seconds: +seconds.toFixed(1), perSec: Math.round(loaded / seconds) };
 }
-
-async function getJson(url, token) {
-  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`GET ${url} -> ${res.status} ${text.slice(0, 300)}`);
-  return JSON.parse(text);
-}
-
-const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
 /** Runs each search of the mix `n` times with `concurrency` clients. */
 export async function searchMix(baseUrl, token, { n = 200, concurrency = 8 } = {}) {
@@ -51,33 +43,13 @@ export async function searchMix(baseUrl, token, { n = 200, concurrency = 8 } = {
   };
   const rows = [];
   for (const [name, query] of Object.entries(mix)) {
-    const latencies = [];
-    let next = 0;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < n) {
-          next++;
-          const t0 = performance.now();
-          let bundle = await getJson(`${fhir}/${query}`, token);
-          // Sorted paging: follow the next link twice, as a client walking the result would.
-          for (let page = 1; name.includes('pages') && page < 3; page++) {
-            const link = bundle.link?.find((l) => l.relation === 'next');
-            if (!link) break;
-            bundle = await getJson(link.url.replace(/^https?:\/\/[^/]+/, baseUrl), token);
-          }
-          latencies.push(performance.now() - t0);
-        }
-      }),
-    );
-    const seconds = (performance.now() - started) / 1000;
-    latencies.sort((a, b) => a - b);
-    rows.push({
-      name,
-      perSec: +(latencies.length / seconds).toFixed(1),
-      p50: +percentile(latencies, 0.5).toFixed(2),
-      p99: +percentile(latencies, 0.99).toFixed(2),
+    // Sorted paging: three pages, following the next link.
+    const { perSec, p50, p99 } = await timeSearch(baseUrl, token, query, {
+      n,
+      concurrency,
+      pages: name.includes('pages') ? 3 : 1,
     });
+    rows.push({ name, perSec, p50, p99 });
   }
   return rows;
 }

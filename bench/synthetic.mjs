@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { run } from './processes.mjs';
+import { getJson, timeSearch } from './timed-search.mjs';
 
 const RESOURCES_PER_PATIENT = 41;
 const LOINC = 'http://loinc.org';
@@ -603,14 +604,6 @@ export async function databaseBytes(databaseUrl, schema) {
   }
 }
 
-async function getJson(url, token) {
-  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`GET ${url} -> ${res.status} ${text.slice(0, 300)}`);
-  return JSON.parse(text);
-}
-
-const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 const matches = (bundle) => (bundle.entry ?? []).filter((e) => (e.search?.mode ?? 'match') === 'match').length;
 
 /** The fixed search mix, with values taken from the generator's facts so that every search matches. */
@@ -706,39 +699,14 @@ export async function syntheticMix(baseUrl, token, { facts, n = 200, concurrency
   const fhir = `${baseUrl}/fhir`;
   const rows = [];
   for (const [name, query] of Object.entries(syntheticQueries(facts))) {
-    const paged = name.includes('pages');
     const first = await getJson(`${fhir}/${query}`, token);
-    const latencies = [];
-    let next = 0;
-    const started = performance.now();
-    const deadline = started + maxSeconds * 1000;
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < n && performance.now() < deadline) {
-          next++;
-          const t0 = performance.now();
-          let bundle = await getJson(`${fhir}/${query}`, token);
-          // Sorted paging: follow the next link twice, as a client walking the result would.
-          for (let page = 1; paged && page < 3; page++) {
-            const link = bundle.link?.find((l) => l.relation === 'next');
-            if (!link) break;
-            bundle = await getJson(link.url.replace(/^https?:\/\/[^/]+/, baseUrl), token);
-          }
-          latencies.push(performance.now() - t0);
-        }
-      }),
-    );
-    const seconds = (performance.now() - started) / 1000;
-    latencies.sort((a, b) => a - b);
-    rows.push({
-      name,
-      query,
-      matches: matches(first),
-      requests: latencies.length,
-      perSec: +(latencies.length / seconds).toFixed(1),
-      p50: +percentile(latencies, 0.5).toFixed(2),
-      p99: +percentile(latencies, 0.99).toFixed(2),
+    const timed = await timeSearch(baseUrl, token, query, {
+      n,
+      concurrency,
+      maxSeconds,
+      pages: name.includes('pages') ? 3 : 1,
     });
+    rows.push({ name, query, matches: matches(first), ...timed });
   }
   return rows;
 }

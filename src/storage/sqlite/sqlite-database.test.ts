@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, realpathSync, statSync, symlinkSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -135,14 +136,21 @@ describe('SqliteDatabase durability (synchronous=full)', () => {
     }
   });
 
-  it('fsyncs the real WAL file by default', async () => {
+  it('fsyncs the real WAL file by default, after each commit', async () => {
     const testDb = sqliteTestDatabase();
     const db = new SqliteDatabase(testDb.url);
+    // Every FileHandle shares one prototype: count the fsyncs made through any of them.
+    const probe = await open(testDb.url.slice('sqlite:'.length).replace(/test\.db$/, 'probe'), 'w');
+    const sync = vi.spyOn(Object.getPrototypeOf(probe) as { sync: () => Promise<void> }, 'sync');
+    await probe.close();
     try {
       await db.executeScript('CREATE TABLE w (v TEXT)');
+      const before = sync.mock.calls.length;
       await db.transaction((tx) => tx.execute('INSERT INTO w (v) VALUES (?)', ['x']));
+      expect(sync.mock.calls.length).toBe(before + 1);
       expect(await db.query('SELECT v FROM w')).toEqual([{ v: 'x' }]);
     } finally {
+      sync.mockRestore();
       await db.close();
       await testDb.dispose();
     }

@@ -133,6 +133,11 @@ export class SqliteDatabase implements SqlDatabase {
     }
   }
 
+  /** After a failed fsync nothing more is written, nor reported ready (wal-sync.ts: fail-stop). */
+  private refuseAfterFsyncFailure(): void {
+    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
+  }
+
   /** Once what the writer has committed so far is on disk. */
   private durable(): Promise<void> {
     this.checkpointer?.committed();
@@ -141,14 +146,14 @@ export class SqliteDatabase implements SqlDatabase {
 
   async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
     if (this.reader && READ_ONLY_STATEMENT.test(sql)) return this.reader.query<T>(sql, params);
-    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
+    this.refuseAfterFsyncFailure();
     const rows = await this.writeLock.run(() => this.writer.query<T>(sql, params));
     await this.durable();
     return rows;
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
-    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
+    this.refuseAfterFsyncFailure();
     const changes = await this.writeLock.run(() => this.writer.execute(sql, params));
     await this.durable();
     return changes;
@@ -161,9 +166,8 @@ export class SqliteDatabase implements SqlDatabase {
    * each is answered only once the shared COMMIT is on disk. The fsync runs on the thread pool while
    * the next group already executes (wal-sync.ts).
    */
-  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    // After a failed fsync nothing more is committed (wal-sync.ts: fail-stop).
-    if (this.walSync?.failure !== undefined) return Promise.reject(this.walSync.failure);
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    this.refuseAfterFsyncFailure();
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ fn, resolve, reject } as PendingTransaction);
       if (!this.draining) {
@@ -188,8 +192,10 @@ export class SqliteDatabase implements SqlDatabase {
   }
 
   private async runGroup(group: PendingTransaction[]): Promise<void> {
-    const failure = this.walSync?.failure;
-    if (failure !== undefined) {
+    try {
+      // Queued before an fsync failed: not run either.
+      this.refuseAfterFsyncFailure();
+    } catch (failure) {
       for (const item of group) item.reject(failure);
       return;
     }
@@ -240,8 +246,8 @@ export class SqliteDatabase implements SqlDatabase {
   }
 
   async ping(): Promise<void> {
-    // After a failed fsync every write fails (wal-sync.ts): not ready, so that the server is restarted.
-    if (this.walSync?.failure !== undefined) throw this.walSync.failure;
+    // Not ready after a failed fsync, so that the server is restarted and SQLite recovers the WAL.
+    this.refuseAfterFsyncFailure();
     await (this.reader ?? this.writer).query('SELECT 1 AS ok');
   }
 

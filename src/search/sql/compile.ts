@@ -107,13 +107,13 @@ function compositeQuery(
 }
 
 /** Can the criterion drive the query (a positive match on index rows)? */
-export function drivable(c: PlannedCriterion): boolean {
+function drivable(c: PlannedCriterion): boolean {
   if (c.kind === 'rows') return !c.match.negated;
   if (c.kind === 'composite') return !c.negated;
   return c.kind === 'chain' || c.kind === 'has';
 }
 
-/** Worth estimating and, unless the estimate is over DRIVE_LIMIT, driving from. */
+/** Worth estimating and, unless the estimate is over its limit (driveLimit), driving from. */
 export function driverCandidate(c: PlannedCriterion): boolean {
   return drivable(c) && c.selectivity <= DRIVER_THRESHOLD;
 }

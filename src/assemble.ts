@@ -17,6 +17,8 @@ export async function assembleApp(config: Config, logger?: Logger): Promise<Fast
   let auth: AuthModule | undefined;
   try {
     await migrate(db);
+    // The search workers start now, so that the first search's budget is not spent starting them.
+    await db.warmUp();
     const https =
       config.tlsCertFile && config.tlsKeyFile
         ? { cert: readFileSync(config.tlsCertFile), key: readFileSync(config.tlsKeyFile) }

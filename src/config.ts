@@ -21,6 +21,8 @@ export interface Config {
   readonly loginMaxFailuresPerAddress: number;
   readonly loginLockoutSeconds: number;
   readonly maxBundleEntries: number;
+  /** AMBIENT_SEARCH_TIMEOUT_MS: the time one search (or count), or all the reads of one Bundle, may take. */
+  readonly searchTimeoutMs: number;
   readonly referentialIntegrity: boolean;
   /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
@@ -159,6 +161,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     loginMaxFailuresPerAddress: integer('AMBIENT_LOGIN_MAX_FAILURES_PER_ADDRESS', 100, 1),
     loginLockoutSeconds: integer('AMBIENT_LOGIN_LOCKOUT_SECONDS', 900, 1),
     maxBundleEntries: integer('AMBIENT_MAX_BUNDLE_ENTRIES', 1000, 1),
+    searchTimeoutMs: integer('AMBIENT_SEARCH_TIMEOUT_MS', 10_000, 1, 3_600_000),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
     sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
     scribe: Object.freeze({

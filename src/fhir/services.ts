@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
-import type { SqlExecutor } from '../storage/sql/database.js';
+import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
 import type { FhirResponse } from './response.js';
 import type { ValidationIssue } from '../validation/validate.js';
@@ -63,4 +63,10 @@ export interface FhirServices {
 export interface FhirRequest {
   readonly services: FhirServices;
   readonly principal: Principal;
+  /**
+   * The time the request's searches may take together (AMBIENT_SEARCH_TIMEOUT_MS from the start of the
+   * request: a batch's searches share it) and the signal that the client went away; each search makes
+   * its own budget when absent.
+   */
+  readonly budget?: ReadBudget;
 }

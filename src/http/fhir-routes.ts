@@ -1,5 +1,6 @@
 // The thin adapter between HTTP and the FHIR layer: it reads paths, headers and bodies, calls one
 // interaction, and writes its FhirResponse. No FHIR logic lives here.
+import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
@@ -18,11 +19,14 @@ import { updateInteraction } from '../fhir/interactions/update.js';
 import { validateInteraction } from '../fhir/interactions/validate.js';
 import { vreadInteraction } from '../fhir/interactions/vread.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
+import type { ReadBudget } from '../storage/sql/database.js';
 import { assertJsonFormat, FHIR_JSON, preferredReturn, sendFhir } from './fhir-reply.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal?: Principal;
+    /** The time this request's searches may take, and the signal that the client went away. */
+    readBudget?: ReadBudget;
   }
 }
 
@@ -61,7 +65,11 @@ export interface FhirRoutesOptions {
 export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOptions): Promise<void> {
   const { services, authenticator } = options;
 
-  const fhirRequest = (request: FastifyRequest): FhirRequest => ({ services, principal: request.principal! });
+  const fhirRequest = (request: FastifyRequest): FhirRequest => ({
+    services,
+    principal: request.principal!,
+    budget: request.readBudget,
+  });
   const knownType = (type: string): string => {
     if (!services.types.isResourceType(type)) {
       throw new AppError('unknown-resource-type', `${type} is not a FHIR R4 resource type this server knows`);
@@ -75,6 +83,17 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     const path = request.url.split('?')[0];
     if (path === '/fhir/metadata' || path === '/fhir/metadata/') return;
     request.principal = await authenticator.authenticate(request, reply);
+  });
+  app.addHook('preHandler', async (request, reply) => {
+    if (!request.principal) return;
+    // Made once the body is in (a slow upload does not eat it): one budget for every search of the request (a Bundle's entries share it). A response closed
+    // before it was written means the client went away: its searches are stopped, not left running.
+    const stop = new AbortController();
+    const limitMs = services.config.searchTimeoutMs;
+    request.readBudget = { deadline: performance.now() + limitMs, limitMs, signal: stop.signal };
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) stop.abort();
+    });
   });
 
   app.get('/fhir/metadata', async (request, reply) =>

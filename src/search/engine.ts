@@ -7,12 +7,18 @@ import { AppError } from '../errors.js';
 import { requireAccess } from '../fhir/access.js';
 import type { FhirRequest, SearchEngine, SearchOptions } from '../fhir/services.js';
 import type { FhirResponse } from '../fhir/response.js';
-import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import { performance } from 'node:perf_hooks';
+import { BudgetExceededError } from '../storage/sql/database.js';
+import type { ReadBudget, SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter } from '../storage/store.js';
-import { compileMatches } from './sql/compile.js';
+import { compileMatches, compileSearchStatements } from './sql/compile.js';
+import type { Sql } from './sql/fragment.js';
 import { SearchCatalog } from './catalog.js';
+import { decodeCursor } from './cursor.js';
 import { CardinalityEstimator } from './estimate.js';
-import { executeSearch } from './execute.js';
+import type { StatementRunner } from './estimate.js';
+import { executeSearch, queryKey } from './execute.js';
+import { checkCost } from './limits.js';
 import { SearchIndexWriter } from './index-writer.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
@@ -78,7 +84,25 @@ class StatisticsKeeper {
 
 export interface SearchEngineOptions {
   /** Replaces the estimates from the data (tests run every search shape with it). */
-  readonly estimate?: (plan: Plan) => Promise<Plan>;
+  readonly estimate?: (plan: Plan, run: StatementRunner) => Promise<Plan>;
+}
+
+/** The budget of a request's searches: the one the HTTP layer made (a Bundle shares one), or a fresh one. */
+export function searchBudget(request: FhirRequest, limitMs: number): ReadBudget {
+  return request.budget ?? { deadline: performance.now() + limitMs, limitMs };
+}
+
+/** A search stopped at its budget is the client's 422 `too-costly` (CONTRACT.md), naming the budget. */
+function tooCostly(error: unknown): never {
+  if (error instanceof BudgetExceededError) {
+    throw new AppError(
+      'search-timeout',
+      error.reason === 'deadline'
+        ? `The search did not finish within its time budget of ${error.limitMs} ms (AMBIENT_SEARCH_TIMEOUT_MS) and was stopped; narrow it with more selective parameters`
+        : 'The search was stopped: the client went away',
+    );
+  }
+  throw error;
 }
 
 export function createSearchEngine(
@@ -90,8 +114,8 @@ export function createSearchEngine(
   const baseUrl = `${config.publicUrl}/fhir`;
   const catalog = createSearchCatalog(registry, baseUrl);
   const statistics = new StatisticsKeeper(db);
-  const estimator = new CardinalityEstimator(db);
-  const estimate = options.estimate ?? ((plan: Plan) => estimator.estimate(plan));
+  const estimator = new CardinalityEstimator(db.dialect);
+  const estimate = options.estimate ?? ((plan: Plan, run: StatementRunner) => estimator.estimate(plan, run));
   const writer = new SearchIndexWriter(catalog);
   const indexWriter: IndexWriter = {
     write: (tx, pk, type, resource, isNew) => {
@@ -146,12 +170,32 @@ export function createSearchEngine(
       strict: options.strict,
       canSearch: (t) => request.principal.canFhir('search', t),
     });
-    const estimated = await estimate(plan);
-    return executeSearch(
-      { db, registry, baseUrl: request.services.baseUrl, secret: await cursorSecret(), path: type ?? '' },
-      parsed,
-      estimated,
-    );
+    // Refused before anything runs (too many criteria, values, joins, includes): 422 too-costly.
+    checkCost(parsed, plan);
+    const budget = searchBudget(request, config.searchTimeoutMs);
+    const run: StatementRunner = (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
+    try {
+      const secret = await cursorSecret();
+      const path = type ?? '';
+      const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
+      const estimated = await estimate(plan, run);
+      const compiled = compileSearchStatements(estimated, db.dialect, {
+        count: parsed.count,
+        total: parsed.total,
+        summaryCount: parsed.summary === 'count',
+        position: cursor?.position,
+        backwards: cursor?.backwards,
+      });
+      return await executeSearch(
+        { run, registry, baseUrl: request.services.baseUrl, secret, path },
+        parsed,
+        estimated,
+        compiled,
+        cursor,
+      );
+    } catch (error) {
+      tooCostly(error);
+    }
   }
 
   async function findIds(executor: SqlExecutor, type: string, query: string, limit = 2): Promise<string[]> {
@@ -164,6 +208,7 @@ export function createSearchEngine(
       strict: true,
       canSearch: () => true,
     });
+    checkCost(parsed, plan);
     const statement = compileMatches(plan, executor.dialect, 'id', limit);
     const rows = await executor.query<{ id: string }>(statement.text, statement.params);
     return rows.map((r) => r.id);

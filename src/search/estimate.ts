@@ -7,9 +7,14 @@
 //
 // Counts are cached for a minute: they choose plans, never results, so a stale count costs at most a
 // slower plan. A chain or `_has` is estimated by its inner criterion (what driving it reads first).
-import type { SqlDatabase } from '../storage/sql/database.js';
+import { BudgetExceededError } from '../storage/sql/database.js';
 import type { Plan, PlannedCriterion } from './plan.js';
 import { compileEstimate, driverCandidate, ESTIMATE_CAP } from './sql/compile.js';
+import type { Sql } from './sql/fragment.js';
+import type { Dialect } from '../storage/sql/dialect.js';
+
+/** Runs one statement within the search's budget (see SqlDatabase.boundedQuery). */
+export type StatementRunner = (statement: Sql) => Promise<Record<string, unknown>[]>;
 
 const TTL_MS = 60_000;
 const MAX_CACHED = 10_000;
@@ -18,38 +23,43 @@ export class CardinalityEstimator {
   private readonly cache = new Map<string, { rows: number; at: number }>();
 
   constructor(
-    private readonly db: SqlDatabase,
+    private readonly dialect: Dialect,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The plan with `estimatedRows` set on every criterion that could drive it, at any depth. */
-  async estimate(plan: Plan): Promise<Plan> {
+  /**
+   * The plan with `estimatedRows` set on every criterion that could drive it, at any depth; the counts
+   * run through `run`, within the search's budget.
+   */
+  async estimate(plan: Plan, run: StatementRunner): Promise<Plan> {
     if (!needsEstimates(plan.criteria)) return plan;
     try {
-      return { ...plan, criteria: await Promise.all(plan.criteria.map((c) => this.annotate(c))) };
-    } catch {
-      // An estimate only chooses the plan: if counting fails (a timeout, a lock), search without one.
+      return { ...plan, criteria: await Promise.all(plan.criteria.map((c) => this.annotate(c, run))) };
+    } catch (error) {
+      // Out of time: the search is over. Otherwise an estimate only chooses the plan: if counting
+      // fails (a lock), search without one.
+      if (error instanceof BudgetExceededError) throw error;
       return plan;
     }
   }
 
-  private async annotate(c: PlannedCriterion): Promise<PlannedCriterion> {
+  private async annotate(c: PlannedCriterion, run: StatementRunner): Promise<PlannedCriterion> {
     if (c.kind === 'chain' || c.kind === 'has') {
-      const inner = await this.annotate(c.inner);
+      const inner = await this.annotate(c.inner, run);
       return { ...c, inner, estimatedRows: inner.estimatedRows };
     }
     if (c.kind === 'id') return { ...c, estimatedRows: c.ids.length };
     if (!driverCandidate(c)) return c;
-    return { ...c, estimatedRows: await this.count(c) };
+    return { ...c, estimatedRows: await this.count(c, run) };
   }
 
-  private async count(c: PlannedCriterion): Promise<number> {
-    const statement = compileEstimate(this.db.dialect, c, ESTIMATE_CAP);
+  private async count(c: PlannedCriterion, run: StatementRunner): Promise<number> {
+    const statement = compileEstimate(this.dialect, c, ESTIMATE_CAP);
     const key = `${statement.text}\u0000${JSON.stringify(statement.params)}`;
     const now = this.now();
     const cached = this.cache.get(key);
     if (cached && now - cached.at < TTL_MS) return cached.rows;
-    const [row] = await this.db.query<{ n: number | string }>(statement.text, statement.params);
+    const [row] = await run(statement);
     const rows = Number(row?.n ?? 0);
     this.cache.delete(key);
     this.cache.set(key, { rows, at: now });

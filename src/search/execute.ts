@@ -5,23 +5,22 @@ import type { R4Registry } from '../definitions/registry.js';
 import type { BundleEntry, BundleLink } from '../fhir/bundle.js';
 import { bundleJson } from '../fhir/bundle.js';
 import type { FhirResponse } from '../fhir/response.js';
-import type { SqlDatabase, SqlValue } from '../storage/sql/database.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
+import type { SqlValue } from '../storage/sql/database.js';
+import { encodeCursor } from './cursor.js';
 import type { CursorPosition } from './cursor.js';
 import { subsetter } from './elements.js';
 import type { SearchRequest } from './parse.js';
-import type { Plan, PlannedInclude } from './plan.js';
-import { compileCount, compileInclude, compileMatches, compileSearch } from './sql/compile.js';
+import type { Plan } from './plan.js';
+import { bindInclude } from './sql/compile.js';
+import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 
 /** Most resources a page adds through _include/_revinclude (beyond that: a warning, not an error). */
 export const MAX_INCLUDED = 1000;
-/** Rounds of `:iterate`. */
+/** Rounds of `:iterate` (beyond that: a warning). */
 export const MAX_INCLUDE_ITERATIONS = 4;
-/** `_total=estimate` on SQLite counts exactly up to this many matches, and leaves the total out above. */
-export const ESTIMATE_COUNT_CAP = 10_000;
 
-interface Row {
+export interface Row {
   pk: number;
   id: string;
   type: string;
@@ -29,8 +28,11 @@ interface Row {
   [key: string]: unknown;
 }
 
+/** Runs one compiled statement within the search's budget (SqlDatabase.boundedQuery). */
+export type StatementRunner = (statement: Sql) => Promise<Record<string, unknown>[]>;
+
 export interface ExecuteContext {
-  readonly db: SqlDatabase;
+  readonly run: StatementRunner;
   readonly registry: R4Registry;
   readonly baseUrl: string;
   readonly secret: string;
@@ -38,11 +40,8 @@ export interface ExecuteContext {
   readonly path: string;
 }
 
-function run(db: SqlDatabase, statement: Sql): Promise<Row[]> {
-  return db.query<Row>(statement.text, statement.params);
-}
-
-function queryKey(plan: Plan, path: string): string {
+/** What a cursor is bound to: the search it pages through. */
+export function queryKey(plan: Plan, path: string): string {
   return JSON.stringify([path, plan.types, plan.linkParams]);
 }
 
@@ -64,8 +63,18 @@ function outcomeEntry(
   };
 }
 
-export async function executeSearch(ctx: ExecuteContext, request: SearchRequest, plan: Plan): Promise<FhirResponse> {
-  const { db } = ctx;
+/**
+ * Stage 4: runs the compiled statements (page, then includes, then the total) and assembles the Bundle.
+ * `cursor` is the decoded position the page was compiled for (engine.ts decodes it before compiling).
+ */
+export async function executeSearch(
+  ctx: ExecuteContext,
+  request: SearchRequest,
+  plan: Plan,
+  compiled: CompiledSearch,
+  cursor: CursorPosition | undefined,
+): Promise<FhirResponse> {
+  const run = (statement: Sql) => ctx.run(statement) as Promise<Row[]>;
   const key = queryKey(plan, ctx.path);
   const issues: { severity: string; code: string; diagnostics: string; expression?: string[] }[] = plan.ignored.map(
     (i) => ({
@@ -77,29 +86,20 @@ export async function executeSearch(ctx: ExecuteContext, request: SearchRequest,
   );
 
   if (request.summary === 'count') {
-    const [row] = await run(db, compileCount(plan, db.dialect));
+    const [row] = await run(compiled.count!);
     const entries = issues.length ? [outcomeEntry(issues)] : [];
-    return bundle(ctx, plan, { total: Number(row.n), entries, links: [{ relation: 'self', url: link(ctx, plan) }] });
+    return bundle({ total: Number(row.n), entries, links: [{ relation: 'self', url: link(ctx, plan) }] });
   }
 
-  const cursor: CursorPosition | undefined = request.cursor ? decodeCursor(ctx.secret, request.cursor, key) : undefined;
   const count = request.count;
   let rows: Row[] = [];
-  let more = false;
-  if (count > 0) {
-    const page = compileSearch(plan, db.dialect, {
-      limit: count + 1,
-      position: cursor?.position,
-      backwards: cursor?.backwards,
-    });
-    for (const statement of [page, ...page.continuation]) {
-      rows.push(...(await run(db, statement)));
-      if (rows.length > count) break;
-    }
-    more = rows.length > count;
-    rows = rows.slice(0, count);
-    if (cursor?.backwards) rows.reverse();
+  for (const statement of compiled.page) {
+    rows.push(...(await run(statement)));
+    if (rows.length > count) break;
   }
+  const more = rows.length > count;
+  rows = rows.slice(0, count);
+  if (cursor?.backwards) rows.reverse();
 
   // Links: keyset positions of the first and last rows of this page.
   const positionOf = (row: Row): SqlValue[] => [...plan.sort.map((_, i) => row[`s${i}`] as SqlValue), row.pk];
@@ -134,18 +134,19 @@ export async function executeSearch(ctx: ExecuteContext, request: SearchRequest,
     });
   }
 
+  const included = await includes(run, compiled.includes, rows, issues);
+
   let total: number | undefined;
-  if (request.total === 'accurate') {
-    const [row] = await run(db, compileCount(plan, db.dialect));
+  if (compiled.count) {
+    const [row] = await run(compiled.count);
     total = Number(row.n);
-  } else if (request.total === 'estimate') {
-    total = await estimate(db, plan);
+  } else if (compiled.estimate) {
+    total = await estimate(run, compiled.estimate);
   } else if (request.total !== 'none' && !cursor && !more) {
     // The whole result is on this first page: the total costs nothing.
     total = rows.length;
   }
 
-  const included = await includes(ctx, plan, rows, issues);
   const shape = subsetter(ctx.registry, request.summary, request.elements);
   const entry = (row: Row, mode: 'match' | 'include'): BundleEntry => ({
     fullUrl: `${ctx.baseUrl}/${row.type}/${row.id}`,
@@ -156,34 +157,30 @@ export async function executeSearch(ctx: ExecuteContext, request: SearchRequest,
   if (issues.length) entries.push(outcomeEntry(issues));
   // The audit trail names every resource a search returned, matches and includes alike.
   const accessed = [...rows, ...included].map((r) => `${r.type}/${r.id}`);
-  return { ...bundle(ctx, plan, { total, entries, links }), accessed };
+  return { ...bundle({ total, entries, links }), accessed };
 }
 
-function bundle(
-  _ctx: ExecuteContext,
-  _plan: Plan,
-  parts: { total?: number; entries: BundleEntry[]; links: BundleLink[] },
-): FhirResponse {
+function bundle(parts: { total?: number; entries: BundleEntry[]; links: BundleLink[] }): FhirResponse {
   return {
     status: 200,
     body: bundleJson({ type: 'searchset', total: parts.total, link: parts.links, entries: parts.entries }),
   };
 }
 
-async function estimate(db: SqlDatabase, plan: Plan): Promise<number | undefined> {
-  if (db.dialect.name === 'postgres') {
-    const matches = compileMatches(plan, db.dialect);
-    const text = matches.text.replace(db.dialect.adhocStatement, `${db.dialect.adhocStatement}EXPLAIN (FORMAT JSON) `);
-    const [row] = await db.query<Record<string, unknown>>(text, matches.params);
+async function estimate(
+  run: (statement: Sql) => Promise<Row[]>,
+  compiled: NonNullable<CompiledSearch['estimate']>,
+): Promise<number | undefined> {
+  const [row] = await run(compiled.statement);
+  if (compiled.kind === 'explain') {
     const explained = Object.values(row)[0];
     const json = (typeof explained === 'string' ? JSON.parse(explained) : explained) as {
       Plan: { 'Plan Rows': number };
     }[];
     return Math.round(json[0].Plan['Plan Rows']);
   }
-  const [row] = await run(db, compileCount(plan, db.dialect, ESTIMATE_COUNT_CAP + 1));
   const n = Number(row.n);
-  return n > ESTIMATE_COUNT_CAP ? undefined : n;
+  return n > compiled.cap ? undefined : n;
 }
 
 /**
@@ -192,21 +189,31 @@ async function estimate(db: SqlDatabase, plan: Plan): Promise<number | undefined
  * and are never dropped to make room (a page's matches are exactly `_count`).
  */
 async function includes(
-  ctx: ExecuteContext,
-  plan: Plan,
+  run: (statement: Sql) => Promise<Row[]>,
+  directives: readonly CompiledInclude[],
   matches: readonly Row[],
   issues: { severity: string; code: string; diagnostics: string }[],
 ): Promise<Row[]> {
-  if (plan.includes.length === 0 || matches.length === 0) return [];
+  if (directives.length === 0 || matches.length === 0) return [];
   const seen = new Set(matches.map((r) => r.pk));
   const out: Row[] = [];
   let frontier: readonly Row[] = matches;
-  for (let round = 0; round <= MAX_INCLUDE_ITERATIONS && frontier.length > 0; round++) {
-    const directives = plan.includes.filter((i) => round === 0 || i.directive.iterate);
-    if (directives.length === 0) break;
+  for (let round = 0; frontier.length > 0; round++) {
+    const active = directives.filter((d) => round === 0 || d.iterate);
+    if (active.length === 0) break;
+    if (round > MAX_INCLUDE_ITERATIONS) {
+      issues.push({
+        severity: 'warning',
+        code: 'too-costly',
+        diagnostics: `_include:iterate and _revinclude:iterate stop after ${MAX_INCLUDE_ITERATIONS} rounds; resources further away were left out`,
+      });
+      break;
+    }
     const added: Row[] = [];
-    for (const include of directives) {
-      const rows = await includeQuery(ctx, include, frontier, MAX_INCLUDED - out.length - added.length + 1);
+    for (const include of active) {
+      const keys = frontierKeys(include, frontier);
+      if (keys.length === 0) continue;
+      const rows = await run(bindInclude(include, keys, MAX_INCLUDED - out.length - added.length + 1));
       for (const row of rows) {
         if (seen.has(row.pk)) continue;
         if (out.length + added.length >= MAX_INCLUDED) {
@@ -227,25 +234,9 @@ async function includes(
   return out;
 }
 
-async function includeQuery(
-  ctx: ExecuteContext,
-  include: PlannedInclude,
-  from: readonly Row[],
-  limit: number,
-): Promise<Row[]> {
-  const targetType = include.directive.targetType;
-  if (!include.directive.reverse) {
-    const sources = from.filter((r) => include.sourceTypes.includes(r.type)).map((r) => r.pk);
-    if (sources.length === 0) return [];
-    return run(ctx.db, compileInclude(ctx.db.dialect, include, { pks: sources }, limit));
-  }
-  // _revinclude: resources of the source type whose parameter refers to one of `from`.
-  const byType = new Map<string, string[]>();
-  for (const row of from) {
-    if (targetType && row.type !== targetType) continue;
-    if (include.targetTypes.length > 0 && !include.targetTypes.includes(row.type)) continue;
-    byType.set(row.type, [...(byType.get(row.type) ?? []), row.id]);
-  }
-  if (byType.size === 0) return [];
-  return run(ctx.db, compileInclude(ctx.db.dialect, include, { targets: byType }, limit));
+/** The frontier rows a directive follows: pks of its source types, or (type, id) of its target types. */
+function frontierKeys(include: CompiledInclude, frontier: readonly Row[]): (number | [string, string])[] {
+  const follows = (row: Row) => include.from === 'any' || include.from.includes(row.type);
+  const rows = frontier.filter(follows);
+  return include.reverse ? rows.map((r) => [r.type, r.id] as [string, string]) : rows.map((r) => r.pk);
 }

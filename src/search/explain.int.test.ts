@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../test-support/databases.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
-import { compileCount, compileInclude, compileSearch } from './sql/compile.js';
+import { bindInclude, compileCount, compileInclude, compileSearch } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 import { createSearchTestEnv } from './test-env.js';
 import type { SearchTestEnv } from './test-env.js';
@@ -91,7 +91,7 @@ function planFor(env: SearchTestEnv, type: string, query: string) {
 function assertIndexed(backend: string, plan: string, indexes: readonly string[]): void {
   if (backend === 'sqlite') {
     expect(
-      plan.split('\n').filter((line) => /\bSCAN\b/.test(line) && !/SCAN (CONSTANT|SUBQUERY|q\b)/.test(line)),
+      plan.split('\n').filter((line) => /\bSCAN\b/.test(line) && !/SCAN (CONSTANT|SUBQUERY|q\b|json_each)/.test(line)),
       plan,
     ).toEqual([]);
     for (const index of indexes) expect(plan, plan).toContain(index);
@@ -126,11 +126,18 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
 
   it('reads includes from the reference index', async () => {
     const includes = planFor(env, 'Patient', '_include=Patient:organization&_revinclude=Encounter:patient').includes;
-    const forward = await explain(env, compileInclude(env.db.dialect, includes[0], { pks: [1, 2, 3] }, 1001));
+    const forward = await explain(env, bindInclude(compileInclude(env.db.dialect, includes[0]), [1, 2, 3], 1001));
     assertIndexed(backend, forward, ['idx_reference_pk (pk=?)', 'sqlite_autoindex_resource_1 (type=? AND id=?)']);
     const reverse = await explain(
       env,
-      compileInclude(env.db.dialect, includes[1], { targets: new Map([['Patient', ['p1', 'p2']]]) }, 1001),
+      bindInclude(
+        compileInclude(env.db.dialect, includes[1]),
+        [
+          ['Patient', 'p1'],
+          ['Patient', 'p2'],
+        ],
+        1001,
+      ),
     );
     assertIndexed(backend, reverse, ['idx_reference_value (sp=? AND target_id=? AND target_type=?)']);
   });

@@ -4,6 +4,7 @@
 // and leaves the meaning (does the parameter exist? does the modifier apply?) to plan.ts.
 import { AppError } from '../errors.js';
 import { parseCount } from '../fhir/query-values.js';
+import { SEARCH_LIMITS } from './limits.js';
 import { splitUnescaped } from './values/escapes.js';
 
 /** A parameter name as written: `code[:modifier]`, a chain `ref[:Type].next`, or `_has:Type:ref:next`. */
@@ -60,15 +61,15 @@ export interface SearchRequest {
 }
 
 /**
- * Limits that keep one search a bounded amount of work (docs/search.md, "Limits"); beyond them: 400.
- * Chains and `_has` count together, per parameter.
+ * Limits the parser holds a search to (limits.ts: SEARCH_LIMITS, documented in the README). Counts
+ * beyond them are refused as too costly (422); a name over `nameLength` is malformed (400).
  */
 export const LIMITS = {
-  criteria: 100,
-  chainDepth: 16,
-  orValues: 1000,
-  sortKeys: 16,
-  includes: 64,
+  criteria: SEARCH_LIMITS.criteria,
+  chainDepth: SEARCH_LIMITS.chainDepth,
+  orValues: SEARCH_LIMITS.valuesPerCriterion,
+  sortKeys: SEARCH_LIMITS.sortKeys,
+  includes: SEARCH_LIMITS.includes,
   nameLength: 1000,
 } as const;
 
@@ -79,12 +80,16 @@ function fail(name: string, message: string): never {
   throw new AppError('invalid-search', message, { expression: name });
 }
 
+function tooCostly(name: string, message: string): never {
+  throw new AppError('search-too-costly', message, { expression: name });
+}
+
 export function parseParamKey(name: string): ParamKey {
   if (name.length > LIMITS.nameLength)
     fail(name.slice(0, 64), `A parameter name is limited to ${LIMITS.nameLength} characters`);
   const links = name.split('.').length - 1 + (name.match(/_has:/g)?.length ?? 0);
   if (links > LIMITS.chainDepth) {
-    fail(name.slice(0, 64), `Chains and _has are limited to ${LIMITS.chainDepth} links per parameter`);
+    tooCostly(name.slice(0, 64), `Chains and _has are limited to ${LIMITS.chainDepth} links per parameter`);
   }
   return parseKey(name);
 }
@@ -160,7 +165,7 @@ export function parseSearch(params: ReadonlyArray<readonly [string, string]>): S
           // A key repeated adds nothing: the first occurrence already ordered by it.
           if (!sort.some((k) => k.code === code)) sort.push({ code, descending });
         }
-        if (sort.length > LIMITS.sortKeys) fail(name, `_sort is limited to ${LIMITS.sortKeys} parameters`);
+        if (sort.length > LIMITS.sortKeys) tooCostly(name, `_sort is limited to ${LIMITS.sortKeys} parameters`);
         resultParams.push([name, value]);
         continue;
       }
@@ -196,7 +201,7 @@ export function parseSearch(params: ReadonlyArray<readonly [string, string]>): S
           i.reverse === include.reverse && i.iterate === include.iterate && i.value === include.value;
         if (!includes.some(same)) includes.push(include);
         if (includes.length > LIMITS.includes)
-          fail(name, `_include and _revinclude are limited to ${LIMITS.includes} directives`);
+          tooCostly(name, `_include and _revinclude are limited to ${LIMITS.includes} directives`);
         resultParams.push([name, value]);
         continue;
       }
@@ -220,12 +225,13 @@ export function parseSearch(params: ReadonlyArray<readonly [string, string]>): S
       continue;
     }
     const values = [...new Set(splitUnescaped(value, ','))];
-    if (values.length > LIMITS.orValues) fail(name, `${name}: at most ${LIMITS.orValues} values separated by commas`);
+    if (values.length > LIMITS.orValues)
+      tooCostly(name, `${name}: at most ${LIMITS.orValues} values separated by commas`);
     criteria.push({ name, key: parseParamKey(name), value, values });
   }
   if (summary && elements) fail('_elements', '_summary and _elements cannot be used together');
   if (criteria.length > LIMITS.criteria) {
-    fail(criteria[LIMITS.criteria].name, `A search is limited to ${LIMITS.criteria} search parameters`);
+    tooCostly(criteria[LIMITS.criteria].name, `A search is limited to ${LIMITS.criteria} search parameters`);
   }
   return {
     criteria,

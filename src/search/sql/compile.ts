@@ -389,28 +389,141 @@ export function compileMatches(plan: Plan, dialect: Dialect, column: 'pk' | 'id'
   return limit === undefined ? query : sql`${query} LIMIT ${limit}`;
 }
 
+/** Stands for the frontier and the row limit in a compiled include until the executor binds them. */
+const FRONTIER = '\u0000frontier';
+const LIMIT = '\u0000limit';
+
 /**
- * One round of _include (the resources the `pks` refer to through the directive's parameters) or
- * _revinclude (the resources of the source types whose parameters refer to `targets`), at most `limit`.
+ * One directive of _include (the resources the frontier's rows refer to through its parameters) or
+ * _revinclude (the resources of the source types whose parameters refer to the frontier's rows),
+ * compiled once; the executor binds the frontier (bindInclude) each round.
  */
-export function compileInclude(
-  dialect: Dialect,
-  include: PlannedInclude,
-  from: { readonly pks?: readonly number[]; readonly targets?: ReadonlyMap<string, readonly string[]> },
+export interface CompiledInclude {
+  readonly reverse: boolean;
+  readonly iterate: boolean;
+  /**
+   * Which of the frontier's rows the directive follows, by type: forward, rows of the source types
+   * (their pks); reverse, rows of the types the parameters may refer to (their type and id). 'any': all.
+   */
+  readonly from: readonly string[] | 'any';
+  readonly statement: Sql;
+  /** Indexes in `statement.params` of the frontier (a JSON array) and of the row limit. */
+  readonly frontierParam: number;
+  readonly limitParam: number;
+}
+
+export function compileInclude(dialect: Dialect, include: PlannedInclude): CompiledInclude {
+  const prefix = raw(dialect.adhocStatement);
+  const { directive } = include;
+  let pks: Sql;
+  let from: readonly string[] | 'any';
+  if (!directive.reverse) {
+    const typeFilter = directive.targetType ? sql` AND i.type = ${directive.targetType}` : raw('');
+    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN (${new Sql(dialect.jsonIntegers, [FRONTIER])}) AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
+    from = include.sourceTypes;
+  } else {
+    pks = sql`SELECT f.pk FROM idx_reference f WHERE ${spCondition('f', include.sps)} AND (f.target_type, f.target_id) IN (${new Sql(dialect.jsonPairs, [FRONTIER])})`;
+    const targets = include.targetTypes;
+    from = directive.targetType
+      ? targets.length === 0 || targets.includes(directive.targetType)
+        ? [directive.targetType]
+        : []
+      : targets.length > 0
+        ? targets
+        : 'any';
+  }
+  const types = directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
+  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, r.content FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
+  return {
+    reverse: directive.reverse,
+    iterate: directive.iterate,
+    from,
+    statement,
+    frontierParam: statement.params.indexOf(FRONTIER),
+    limitParam: statement.params.indexOf(LIMIT),
+  };
+}
+
+/** The include's statement for one round: the frontier (pks, or [type, id] pairs) and the row limit bound. */
+export function bindInclude(
+  include: CompiledInclude,
+  frontier: readonly (number | readonly [string, string])[],
   limit: number,
 ): Sql {
-  const prefix = raw(dialect.adhocStatement);
-  let pks: Sql;
-  if (!include.directive.reverse) {
-    const targetType = include.directive.targetType;
-    const typeFilter = targetType ? sql` AND i.type = ${targetType}` : raw('');
-    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN ${list(from.pks ?? [])} AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
-  } else {
-    const targets = [...(from.targets ?? new Map<string, string[]>())].map(
-      ([type, ids]) => sql`(f.target_type = ${type} AND f.target_id IN ${list(ids)})`,
-    );
-    pks = sql`SELECT f.pk FROM idx_reference f WHERE ${spCondition('f', include.sps)} AND ${or(targets)}`;
+  const params = [...include.statement.params];
+  params[include.frontierParam] = JSON.stringify(frontier);
+  params[include.limitParam] = limit;
+  return new Sql(include.statement.text, params);
+}
+
+/** What the executor needs of the request to compile a search's statements. */
+export interface SearchShape {
+  /** Matches per page (`_count`); 0: none. */
+  readonly count: number;
+  readonly total?: 'none' | 'estimate' | 'accurate';
+  /** `_summary=count`: only the total. */
+  readonly summaryCount: boolean;
+  /** Keyset position of a page reached through a link. */
+  readonly position?: readonly SqlValue[];
+  readonly backwards?: boolean;
+}
+
+/**
+ * A search compiled once into every statement it may run (STYLE.md §5: parse → plan → compile →
+ * execute). Plain data: the executor runs these in order, binding only an include's frontier, and never
+ * calls back into the compiler, so the work can be shipped to the read workers as it is.
+ */
+export interface CompiledSearch {
+  /** The page query and its continuation (the NULLs-last phase of a sort), run until the page is full. */
+  readonly page: readonly Sql[];
+  /** Rows the page statements fetch (`_count` + 1, to know whether there is more); 0: none. */
+  readonly pageLimit: number;
+  /** Counts every match: `_total=accurate`, `_summary=count`. */
+  readonly count?: Sql;
+  /**
+   * `_total=estimate`: SQLite counts exactly up to a cap (`capped`, the total left out above it);
+   * PostgreSQL reads the planner's row estimate from EXPLAIN (`explain`).
+   */
+  readonly estimate?:
+    | { readonly kind: 'capped'; readonly statement: Sql; readonly cap: number }
+    | { readonly kind: 'explain'; readonly statement: Sql };
+  readonly includes: readonly CompiledInclude[];
+}
+
+/** `_total=estimate` on SQLite counts exactly up to this many matches, and leaves the total out above. */
+export const ESTIMATE_COUNT_CAP = 10_000;
+
+export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: SearchShape): CompiledSearch {
+  if (shape.summaryCount) return { page: [], pageLimit: 0, count: compileCount(plan, dialect), includes: [] };
+  const pageLimit = shape.count > 0 ? shape.count + 1 : 0;
+  let page: Sql[] = [];
+  if (pageLimit > 0) {
+    const first = compileSearch(plan, dialect, {
+      limit: pageLimit,
+      position: shape.position,
+      backwards: shape.backwards,
+    });
+    page = [first, ...first.continuation];
   }
-  const types = include.directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
-  return sql`${prefix}SELECT r.pk, r.id, r.type, r.content FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${limit}`;
+  let estimate: CompiledSearch['estimate'];
+  if (shape.total === 'estimate') {
+    if (dialect.name === 'postgres') {
+      const matches = compileMatches(plan, dialect);
+      const text = matches.text.replace(dialect.adhocStatement, `${dialect.adhocStatement}EXPLAIN (FORMAT JSON) `);
+      estimate = { kind: 'explain', statement: new Sql(text, matches.params) };
+    } else {
+      estimate = {
+        kind: 'capped',
+        statement: compileCount(plan, dialect, ESTIMATE_COUNT_CAP + 1),
+        cap: ESTIMATE_COUNT_CAP,
+      };
+    }
+  }
+  return {
+    page,
+    pageLimit,
+    count: shape.total === 'accurate' ? compileCount(plan, dialect) : undefined,
+    estimate,
+    includes: plan.includes.map((include) => compileInclude(dialect, include)),
+  };
 }

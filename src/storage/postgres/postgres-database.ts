@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { SerializationError, UniqueViolationError } from '../sql/database.js';
-import type { Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
+import { performance } from 'node:perf_hooks';
+import { BudgetExceededError, SerializationError, UniqueViolationError } from '../sql/database.js';
+import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { postgresDialect } from '../sql/dialect.js';
 
 // BIGINT (20) and NUMERIC (1700) arrive as strings by default; our values fit in a double.
@@ -57,16 +58,93 @@ class ClientExecutor implements SqlExecutor {
   }
 }
 
+/** PostgreSQL's SQLSTATE for a statement cancelled (statement_timeout, pg_cancel_backend). */
+const QUERY_CANCELED = '57014';
+
 export class PostgresDatabase implements SqlDatabase {
   readonly dialect = postgresDialect;
   private readonly pool: pg.Pool;
   private readonly executor: ClientExecutor;
+  /**
+   * Searches get connections of their own, each with `statement_timeout` set to the search budget: a
+   * slow search never holds a connection a write or a read by id needs, and the server stops it even
+   * if this process dies. Created on the first search.
+   */
+  private searchPool: pg.Pool | undefined;
 
-  constructor(databaseUrl: string, poolSize = 10) {
+  constructor(
+    private readonly databaseUrl: string,
+    poolSize = 10,
+    private readonly searchPoolSize = poolSize,
+  ) {
     this.pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize, types });
     // An idle client losing its connection must not crash the process; the pool replaces it.
     this.pool.on('error', () => undefined);
     this.executor = new ClientExecutor(this.pool);
+  }
+
+  private searches(limitMs: number): pg.Pool {
+    if (this.searchPool) return this.searchPool;
+    const pool = new pg.Pool({
+      connectionString: this.databaseUrl,
+      max: this.searchPoolSize,
+      types,
+      // Waiting for a connection counts against the budget too.
+      connectionTimeoutMillis: limitMs,
+    });
+    pool.on('error', () => undefined);
+    // Queued before the first statement the connection runs, so no search ever runs without it.
+    pool.on(
+      'connect',
+      (client) => void client.query(`SET statement_timeout = ${Math.ceil(limitMs)}`).catch(() => undefined),
+    );
+    this.searchPool = pool;
+    return pool;
+  }
+
+  async warmUp(): Promise<void> {
+    // Search connections are made on demand; each costs one round trip more, once.
+  }
+
+  /**
+   * A search statement on the search pool. The server stops it at `statement_timeout` (the whole
+   * budget); within that, this process cancels it (pg_cancel_backend from another connection) once the
+   * search's own deadline passes or its client goes away, so nothing runs on after the answer.
+   */
+  async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
+    const stopped = (reason: 'deadline' | 'aborted') => new BudgetExceededError(budget.limitMs, reason);
+    if (budget.signal?.aborted) throw stopped('aborted');
+    let client: pg.PoolClient;
+    try {
+      client = await this.searches(budget.limitMs).connect();
+    } catch (error) {
+      if (performance.now() >= budget.deadline) throw stopped('deadline');
+      throw error;
+    }
+    let cancelled: 'deadline' | 'aborted' | undefined;
+    const cancel = (reason: 'deadline' | 'aborted') => {
+      if (cancelled) return;
+      cancelled = reason;
+      void this.pool
+        .query('SELECT pg_cancel_backend($1)', [(client as unknown as { processID: number }).processID])
+        .catch(() => undefined);
+    };
+    const remaining = budget.deadline - performance.now();
+    const onAbort = () => cancel('aborted');
+    const timer = setTimeout(() => cancel('deadline'), Math.max(0, remaining));
+    budget.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (remaining <= 0) throw stopped('deadline');
+      return await new ClientExecutor(client).query<T>(sql, params);
+    } catch (error) {
+      if ((error as { code?: string }).code === QUERY_CANCELED) throw stopped(cancelled ?? 'deadline');
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      budget.signal?.removeEventListener('abort', onAbort);
+      // A cancel may still be on its way to this backend: never hand the connection to another search.
+      client.release(cancelled !== undefined);
+    }
   }
 
   query<T = Row>(sql: string, params?: readonly SqlValue[]): Promise<T[]> {
@@ -104,6 +182,7 @@ export class PostgresDatabase implements SqlDatabase {
   }
 
   async close(): Promise<void> {
+    await this.searchPool?.end();
     await this.pool.end();
   }
 }

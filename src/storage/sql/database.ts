@@ -15,7 +15,35 @@ export interface SqlExecutor {
   execute(sql: string, params?: readonly SqlValue[]): Promise<number>;
 }
 
+/**
+ * The time a bounded read (a search) may take: until `deadline` (a `performance.now()` time) or until
+ * `signal` aborts (the client went away). `limitMs` is the configured budget, for messages.
+ */
+export interface ReadBudget {
+  readonly deadline: number;
+  readonly limitMs: number;
+  readonly signal?: AbortSignal;
+}
+
+/** A bounded read stopped at its deadline, or because it was aborted; the statement no longer runs. */
+export class BudgetExceededError extends Error {
+  constructor(
+    readonly limitMs: number,
+    readonly reason: 'deadline' | 'aborted',
+  ) {
+    super(reason === 'deadline' ? `stopped after its time budget of ${limitMs} ms` : 'stopped: the client went away');
+  }
+}
+
 export interface SqlDatabase extends SqlExecutor {
+  /**
+   * Runs a read-only statement (a search) within `budget`, away from the writer: on SQLite on a read
+   * worker thread (the event loop stays free), on PostgreSQL with a statement timeout and a cancel at
+   * the deadline or abort. Throws BudgetExceededError when stopped.
+   */
+  boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]>;
+  /** Starts what bounded reads need (the SQLite read workers) ahead of the first search. */
+  warmUp(): Promise<void>;
   /**
    * Runs fn inside one transaction: committed when fn resolves, rolled back when it throws. Writes are
    * serialised on SQLite; on PostgreSQL, rows are locked with the dialect's `forUpdate`.

@@ -2,11 +2,13 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
-import { SerializationError, UniqueViolationError } from '../sql/database.js';
-import type { Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
+import { performance } from 'node:perf_hooks';
+import { BudgetExceededError, SerializationError, UniqueViolationError } from '../sql/database.js';
+import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
 import { Checkpointer } from './checkpointer.js';
+import { SqliteReadPool } from './read-pool.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
 
@@ -108,10 +110,13 @@ export class SqliteDatabase implements SqlDatabase {
   readonly walPath: string | undefined;
   /** Checkpoints off the event loop (file databases). */
   readonly checkpointer: Checkpointer | undefined;
+  /** Searches, on worker threads with their own read-only connections (file databases). */
+  readonly readPool: SqliteReadPool | undefined;
 
-  /** `fsync` replaces the WAL file's fsync (tests). */
-  constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full', fsync?: Fsync) {
+  /** `fsync` replaces the WAL file's fsync (tests); `readWorkers` is the size of the search pool. */
+  constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full', fsync?: Fsync, readWorkers = 2) {
     const fileName = sqliteFileName(databaseUrl);
+    if (fileName !== ':memory:') this.readPool = new SqliteReadPool(fileName, readWorkers);
     this.writer = new ConnectionExecutor(open(fileName));
     this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
     if (fileName !== ':memory:') {
@@ -150,6 +155,21 @@ export class SqliteDatabase implements SqlDatabase {
     const rows = await this.writeLock.run(() => this.writer.query<T>(sql, params));
     await this.durable();
     return rows;
+  }
+
+  /**
+   * A search: on the read pool. An in-memory database cannot be shared with other threads, so there it
+   * runs on the event loop and is only checked against its budget before it starts (tests, trials).
+   */
+  async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
+    if (this.readPool) return this.readPool.query<T>(sql, params, budget);
+    if (budget.signal?.aborted) throw new BudgetExceededError(budget.limitMs, 'aborted');
+    if (performance.now() >= budget.deadline) throw new BudgetExceededError(budget.limitMs, 'deadline');
+    return this.query<T>(sql, params);
+  }
+
+  async warmUp(): Promise<void> {
+    await this.readPool?.start();
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
@@ -259,6 +279,7 @@ export class SqliteDatabase implements SqlDatabase {
         await this.durable();
       } finally {
         await this.checkpointer?.close();
+        await this.readPool?.close();
         this.reader?.connection.close();
         this.writer.connection.close();
         await this.walFile?.close();

@@ -1,0 +1,190 @@
+// Issue 10 §1, resource governance, over HTTP on both databases: a search beyond the cost limits is
+// refused before it runs, one past its time budget is stopped with 422 `too-costly`, the event loop
+// answers /healthz while a long search runs, and a Bundle's searches share one budget.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { BACKENDS } from '../src/test-support/databases.js';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+
+const FHIR_JSON = 'application/fhir+json';
+/** Patients cloned straight into the tables: enough that a search probing each one takes a while. */
+const CLONES = 200_000;
+
+interface Outcome {
+  resourceType: string;
+  issue: { severity: string; code: string; diagnostics: string; details?: { coding: { code: string }[] } }[];
+}
+
+/**
+ * Copies one stored Patient (its row and its name index rows) `count` times with SQL, which takes a
+ * second where the API would take minutes; the copies are real rows every search reads.
+ */
+async function clonePatient(db: SqlDatabase, id: string, count: number): Promise<void> {
+  await db.execute(
+    `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
+     INSERT INTO resource (type, id, version, last_updated, deleted, content)
+     SELECT r.type, r.id || '-' || c.i, r.version, r.last_updated, 0, r.content FROM resource r, c WHERE r.type = 'Patient' AND r.id = ?`,
+    [count, id],
+  );
+  await db.execute(
+    `INSERT INTO idx_string (pk, sp, grp, norm, exact)
+     SELECT r.pk, s.sp, s.grp, s.norm, s.exact FROM resource r JOIN idx_string s ON s.pk = (SELECT pk FROM resource WHERE type = 'Patient' AND id = ?)
+     WHERE r.type = 'Patient' AND r.id LIKE ?`,
+    [id, `${id}-%`],
+  );
+  if (db.dialect.name === 'postgres') await db.execute('ANALYZE');
+}
+
+describe.each(BACKENDS)('search governance on %s', (backend) => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+  let seeder: SqlDatabase;
+  const BUDGET_MS = 30;
+
+  beforeAll(async () => {
+    t = await startTestApp(backend, { AMBIENT_SEARCH_TIMEOUT_MS: String(BUDGET_MS) });
+    auth = { authorization: `Bearer ${await t.token()}` };
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: { ...auth, 'content-type': FHIR_JSON },
+      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Governance', given: ['Bulk'] }] }),
+    });
+    expect(created.statusCode).toBe(201);
+    seeder = openDatabase(t.database.url);
+    await clonePatient(seeder, created.json().id as string, CLONES);
+  }, 120_000);
+
+  afterAll(async () => {
+    await seeder?.close();
+    await t?.close();
+  });
+
+  const search = (query: string, headers: Record<string, string> = {}) =>
+    t.app.inject({ method: 'GET', url: `/fhir/Patient?${query}`, headers: { ...auth, ...headers } });
+
+  function expectTooCostly(res: { statusCode: number; json(): unknown }, diagnostics: RegExp): void {
+    expect(res.statusCode).toBe(422);
+    const outcome = res.json() as Outcome;
+    expect(outcome.resourceType).toBe('OperationOutcome');
+    expect(outcome.issue[0].code).toBe('too-costly');
+    expect(outcome.issue[0].diagnostics).toMatch(diagnostics);
+  }
+
+  describe('limits, refused before anything runs', () => {
+    it('refuses the 99-chain :contains search of the attack', async () => {
+      const chain = `subject:Patient.name:contains=${Array.from({ length: 10 }, () => 'a').join(',')}`;
+      const res = await t.app.inject({
+        method: 'GET',
+        url: `/fhir/Observation?${Array.from({ length: 99 }, () => chain).join('&')}&_sort=-value-quantity`,
+        headers: auth,
+      });
+      expectTooCostly(res, /limited to 32 search parameters/);
+    });
+
+    it('refuses more chained or _has parameters than a search may join', async () => {
+      const chains = Array.from({ length: 9 }, (_, i) => `general-practitioner:Practitioner.name=n${i}`).join('&');
+      expectTooCostly(await search(chains), /at most 8 chained or _has parameters/);
+      // Eight are fine.
+      const eight = Array.from({ length: 8 }, (_, i) => `general-practitioner:Practitioner.name=n${i}`).join('&');
+      const allowed = await search(`${eight}&_id=none`);
+      expect(allowed.statusCode, allowed.body).toBe(200);
+    });
+
+    it('refuses chains deeper than four links, too many values and too many includes', async () => {
+      expectTooCostly(
+        await search('general-practitioner:Practitioner.organization.partof.partof.partof.name=x'),
+        /limited to 4 links/,
+      );
+      expectTooCostly(
+        await search(`name=${Array.from({ length: 1001 }, (_, i) => `n${i}`).join(',')}`),
+        /at most 1000 values/,
+      );
+      const values = Array.from({ length: 900 }, (_, i) => `n${i}`).join(',');
+      expectTooCostly(await search(`name=${values}&family=${values}&given=${values}`), /at most 2000 values/);
+      const includes = Array.from(
+        { length: 17 },
+        (_, i) => `_include=Patient:general-practitioner&_revinclude=Observation:subject${'x'.repeat(i)}`,
+      );
+      expectTooCostly(await search(includes.join('&')), /at most 16 directives|limited to 16 directives/);
+    });
+  });
+
+  describe('the time budget', () => {
+    it('stops a search past AMBIENT_SEARCH_TIMEOUT_MS with 422 too-costly naming the budget', async () => {
+      const res = await search('name:contains=zzzz&_total=accurate');
+      expectTooCostly(res, new RegExp(`time budget of ${BUDGET_MS} ms`));
+      expect((res.json() as Outcome).issue[0].details?.coding[0].code).toBe('search-timeout');
+      // A cheap search still answers, with its data.
+      const cheap = await search('name=governance&_count=1');
+      expect(cheap.statusCode).toBe(200);
+      expect(cheap.json().entry).toHaveLength(1);
+      expect(cheap.json().entry[0].resource.name[0].family).toBe('Governance');
+    });
+
+    it('gives the searches of one batch one budget together', async () => {
+      const entries = Array.from({ length: 20 }, () => ({
+        request: { method: 'GET', url: 'Patient?name:contains=zzzz&_total=accurate' },
+      }));
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/fhir',
+        headers: { ...auth, 'content-type': FHIR_JSON },
+        payload: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry: entries }),
+      });
+      expect(res.statusCode).toBe(200);
+      const statuses = (res.json().entry as { response: { status: string; outcome?: Outcome } }[]).map(
+        (e) => e.response,
+      );
+      expect(statuses).toHaveLength(20);
+      for (const response of statuses) {
+        expect(response.status).toMatch(/^422/);
+        expect(response.outcome?.issue[0].code).toBe('too-costly');
+      }
+    });
+  });
+});
+
+describe.each(BACKENDS)('the event loop during a long search on %s', (backend) => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+  let patientId: string;
+
+  beforeAll(async () => {
+    t = await startTestApp(backend, { AMBIENT_SEARCH_TIMEOUT_MS: '60000' });
+    auth = { authorization: `Bearer ${await t.token()}` };
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: { ...auth, 'content-type': FHIR_JSON },
+      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Loop' }] }),
+    });
+    patientId = created.json().id as string;
+    const seeder = openDatabase(t.database.url);
+    await clonePatient(seeder, patientId, CLONES);
+    await seeder.close();
+  }, 120_000);
+
+  afterAll(async () => t?.close());
+
+  it('answers /healthz and a read by id while a search scans every Patient', async () => {
+    let searchDone = false;
+    const slow = t.app
+      .inject({ method: 'GET', url: '/fhir/Patient?name:contains=zzzz&_total=accurate', headers: auth })
+      .finally(() => (searchDone = true));
+    // Long enough for the search to be in the database; on the event loop it would block this timer.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const health = await t.app.inject({ method: 'GET', url: '/healthz' });
+    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${patientId}`, headers: auth });
+    const answeredDuringSearch = !searchDone;
+    expect(health.statusCode).toBe(200);
+    expect(read.statusCode).toBe(200);
+    expect(read.json().name[0].family).toBe('Loop');
+    const res = await slow;
+    expect(res.statusCode).toBe(200);
+    expect(res.json().total).toBe(0);
+    expect(answeredDuringSearch).toBe(true);
+  });
+});

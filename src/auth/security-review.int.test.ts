@@ -137,9 +137,10 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
             .statusCode,
         ).toBe(401);
       }
-      expect((await login(app, { username: account.username, password }, { remoteAddress: attacker })).statusCode).toBe(
-        429,
-      );
+      const locked = await login(app, { username: account.username, password }, { remoteAddress: attacker });
+      expect(locked.statusCode).toBe(429);
+      expect(locked.headers['cache-control']).toBe('no-store');
+      expect(locked.headers.pragma).toBe('no-cache');
       // The account's own client, from another address, still logs in.
       expect(
         (await login(app, { username: account.username, password }, { remoteAddress: freshLoopback() })).statusCode,
@@ -341,6 +342,11 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
       expect((await fail('203.0.113.2, 198.51.100.88')).statusCode).toBe(401);
       expect((await fail('203.0.113.3, 198.51.100.88')).statusCode).toBe(429);
       expect((await fail('198.51.100.99')).statusCode).toBe(401);
+      // An IPv6 client is counted by its /64: it holds all of it.
+      expect((await fail('2001:db8:1:2::1')).statusCode).toBe(401);
+      expect((await fail('2001:db8:1:2:ffff:ffff:ffff:ffff')).statusCode).toBe(401);
+      expect((await fail('2001:db8:1:2:abcd::9')).statusCode).toBe(429);
+      expect((await fail('2001:db8:1:3::1')).statusCode).toBe(401);
     });
   });
 
@@ -391,11 +397,14 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
         await login(app, { username: account.username }),
         await login(app, { username: account.username, password }, { remoteAddress: '198.51.100.5' }),
       ];
-      expect(answers.map((r) => r.statusCode)).toEqual([200, 401, 400, 403]);
+      const secret = `secret-${randomUUID()}`;
+      answers.push(await app.inject({ method: 'GET', url: `${TOKEN_PATH}?password=${secret}` }));
+      expect(answers.map((r) => r.statusCode)).toEqual([200, 401, 400, 403, 405]);
       for (const res of answers) {
         expect(res.headers['cache-control'], String(res.statusCode)).toBe('no-store');
         expect(res.headers.pragma, String(res.statusCode)).toBe('no-cache');
       }
+      expect(log.lines.join('\n')).not.toContain(secret);
     });
   });
 

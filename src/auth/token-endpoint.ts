@@ -209,12 +209,14 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     return reply.send({ access_token: issued.token, token_type: 'bearer', expires_in: issued.exp - issued.iat, scope });
   };
 
-  app.route({
-    method: 'POST',
-    url: TOKEN_PATH,
-    onRequest: beforeBody,
-    // Fastify logs each request line; this route's never carries its query (credentials sent there by
-    // mistake are refused above, and must not reach the log either).
+  const everyMethod = {
+    // RFC 6749 §5.1: no caching of token responses, the errors included.
+    onSend: async (_request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
+      return payload;
+    },
+    // Fastify logs each request line; on this path it never carries the query (credentials sent there
+    // by mistake are refused, and must not reach the log either).
     logSerializers: {
       req: (request: FastifyRequest) => ({
         method: request.method,
@@ -222,11 +224,12 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
         remoteAddress: request.ip,
       }),
     },
-    // RFC 6749 §5.1: no caching of token responses, the errors included.
-    onSend: async (_request, reply, payload) => {
-      reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
-      return payload;
-    },
+  };
+  app.route({
+    ...everyMethod,
+    method: 'POST',
+    url: TOKEN_PATH,
+    onRequest: beforeBody,
     schema: {
       response: {
         200: {
@@ -244,6 +247,7 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     handler,
   });
   app.route({
+    ...everyMethod,
     method: ['GET', 'PUT', 'PATCH', 'DELETE'],
     url: TOKEN_PATH,
     handler: async () => {

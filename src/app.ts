@@ -37,7 +37,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same
     // OperationOutcome (or OAuth error) as every other error.
     frameworkErrors: (error, request, reply) => errorHandler(error, request, reply),
-    trustProxy: config.trustProxy,
+    // Only the named proxies: the client address is then the right-most one they do not vouch for.
+    trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
     // FHIR ids may hold dots and dashes; keep routing exact and case-sensitive.
     routerOptions: { caseSensitive: true, ignoreTrailingSlash: true, maxParamLength: 200 },
   });

@@ -28,11 +28,37 @@ describe('loadConfig', () => {
     const config = loadConfig({
       AMBIENT_FHIR_STANDARD_STATUS: '1',
       AMBIENT_CORS_ORIGINS: 'https://a.example, https://b.example/',
-      AMBIENT_TRUST_PROXY: 'true',
+      AMBIENT_TRUST_PROXY: '10.0.0.5, 10.1.0.0/16,2001:db8::/32 , loopback',
     });
     expect(config.fhirStandardStatus).toBe(true);
     expect(config.corsOrigins).toEqual(['https://a.example', 'https://b.example']);
-    expect(config.trustProxy).toBe(true);
+    expect(config.trustProxy).toEqual(['10.0.0.5', '10.1.0.0/16', '2001:db8::/32', 'loopback']);
+    expect(loadConfig({}).trustProxy).toEqual([]);
+    expect(loadConfig({ AMBIENT_TRUST_PROXY: '0' }).trustProxy).toEqual([]);
+  });
+
+  it('refuses AMBIENT_TRUST_PROXY=1 (it would believe any client) and names a bad entry', () => {
+    for (const value of ['1', 'true', 'yes']) {
+      expect(() => loadConfig({ AMBIENT_TRUST_PROXY: value })).toThrow(/name the proxies' addresses or CIDR ranges/);
+    }
+    for (const bad of ['proxy.example.org', '10.0.0.0/33', '10.0.0.1/8/1', '::1/129', '10.0.0.0/x', '']) {
+      expect(() => loadConfig({ AMBIENT_TRUST_PROXY: `10.0.0.1,${bad}` }), bad).toThrow(
+        `AMBIENT_TRUST_PROXY: "${bad}" is not an IP address`,
+      );
+    }
+  });
+
+  it('reads the login lockout thresholds, per (username, address), per username and per address', () => {
+    expect(loadConfig({})).toMatchObject({
+      loginMaxFailuresPerUserAddress: 10,
+      loginMaxFailuresPerUser: 100,
+      loginMaxFailuresPerAddress: 100,
+      loginLockoutSeconds: 900,
+      loginKnownAddressSeconds: 14 * 86400,
+    });
+    expect(() => loadConfig({ AMBIENT_LOGIN_KNOWN_ADDRESS_SECONDS: String(30 * 86400) })).toThrow(
+      /AMBIENT_LOGIN_KNOWN_ADDRESS_SECONDS must be an integer between 0 and 2000000/,
+    );
   });
 
   it('names every invalid value at once', () => {

@@ -1,5 +1,6 @@
 // The one place that reads the environment (CONTRACT.md "Running it"). Everything else receives the
 // frozen Config object, so tests can build an app from any configuration without touching process.env.
+import { isIP } from 'node:net';
 
 export interface Config {
   readonly host: string;
@@ -16,10 +17,19 @@ export interface Config {
   readonly fhirStandardStatus: boolean;
   /** Origins allowed by CORS; empty means CORS is off, ['*'] allows any origin. */
   readonly corsOrigins: readonly string[];
-  readonly trustProxy: boolean;
+  /**
+   * AMBIENT_TRUST_PROXY: the reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed, as
+   * addresses, CIDR ranges or proxy-addr's names (loopback, linklocal, uniquelocal); empty: none.
+   */
+  readonly trustProxy: readonly string[];
+  /** Failed logins for one username from one client address before that pair is locked out. */
+  readonly loginMaxFailuresPerUserAddress: number;
+  /** Failed logins for one username from all addresses together (addresses it logged in from are exempt). */
   readonly loginMaxFailuresPerUser: number;
   readonly loginMaxFailuresPerAddress: number;
   readonly loginLockoutSeconds: number;
+  /** How long an address an account logged in from stays exempt from the per-username limit. */
+  readonly loginKnownAddressSeconds: number;
   readonly maxBundleEntries: number;
   /** AMBIENT_SEARCH_TIMEOUT_MS: the time one search (or count), or all the reads of one Bundle, may take. */
   readonly searchTimeoutMs: number;
@@ -61,6 +71,49 @@ export interface ScribeConfig {
 }
 
 export class ConfigError extends Error {}
+
+/**
+ * The longest window of an in-process counter: rate-limiter-flexible expires them with setTimeout, which
+ * fires at once for anything beyond 2^31 - 1 ms (24.8 days).
+ */
+const MAX_COUNTER_WINDOW_SECONDS = 2_000_000;
+
+/** Names proxy-addr (Fastify's trustProxy) understands besides addresses and CIDR ranges. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * AMBIENT_TRUST_PROXY: a comma-separated list of the proxies' addresses or CIDR ranges. A bare `1`/`true`
+ * (which used to trust every peer, and so let any client write its own address and scheme) is refused:
+ * the operator must say which peers are proxies.
+ */
+function trustedProxies(raw: string | undefined, problems: string[]): string[] {
+  const value = (raw ?? '').trim();
+  if (value === '' || /^(0|false|no)$/i.test(value)) return [];
+  if (/^(1|true|yes)$/i.test(value)) {
+    problems.push(
+      `AMBIENT_TRUST_PROXY=${value} would trust X-Forwarded-For from any client: name the proxies' addresses or CIDR ranges instead, e.g. AMBIENT_TRUST_PROXY=10.0.0.5 or 10.0.0.0/8,loopback`,
+    );
+    return [];
+  }
+  const entries = value.split(',').map((e) => e.trim());
+  for (const entry of entries) {
+    if (!isAddressOrRange(entry)) {
+      problems.push(
+        `AMBIENT_TRUST_PROXY: "${entry}" is not an IP address, a CIDR range (address/prefix) or one of ${PROXY_RANGE_NAMES.join(', ')}`,
+      );
+    }
+  }
+  return entries;
+}
+
+function isAddressOrRange(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.includes(entry)) return true;
+  const [address, prefix, ...more] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || more.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
 
 type Env = Record<string, string | undefined>;
 
@@ -156,10 +209,12 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     tlsKeyFile,
     fhirStandardStatus: flag('AMBIENT_FHIR_STANDARD_STATUS'),
     corsOrigins,
-    trustProxy: flag('AMBIENT_TRUST_PROXY'),
-    loginMaxFailuresPerUser: integer('AMBIENT_LOGIN_MAX_FAILURES_PER_USER', 10, 1),
+    trustProxy: Object.freeze(trustedProxies(env.AMBIENT_TRUST_PROXY, problems)),
+    loginMaxFailuresPerUserAddress: integer('AMBIENT_LOGIN_MAX_FAILURES_PER_USER_ADDRESS', 10, 1),
+    loginMaxFailuresPerUser: integer('AMBIENT_LOGIN_MAX_FAILURES_PER_USER', 100, 1),
     loginMaxFailuresPerAddress: integer('AMBIENT_LOGIN_MAX_FAILURES_PER_ADDRESS', 100, 1),
-    loginLockoutSeconds: integer('AMBIENT_LOGIN_LOCKOUT_SECONDS', 900, 1),
+    loginLockoutSeconds: integer('AMBIENT_LOGIN_LOCKOUT_SECONDS', 900, 1, MAX_COUNTER_WINDOW_SECONDS),
+    loginKnownAddressSeconds: integer('AMBIENT_LOGIN_KNOWN_ADDRESS_SECONDS', 14 * 86400, 0, MAX_COUNTER_WINDOW_SECONDS),
     maxBundleEntries: integer('AMBIENT_MAX_BUNDLE_ENTRIES', 1000, 1),
     searchTimeoutMs: integer('AMBIENT_SEARCH_TIMEOUT_MS', 10_000, 1, 3_600_000),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),

@@ -59,6 +59,7 @@ type AccountRow = {
   scopes: string;
   rate_limit: number | null;
   tokens_not_before: number;
+  login_lock_epoch?: number;
   created_at: string;
   updated_at: string;
 };
@@ -168,10 +169,19 @@ export class AccountStore {
     return this.require(username);
   }
 
-  /** Changes only what `changes` names; returns the account as it is afterwards. */
+  /**
+   * Changes only what `changes` names; returns the account as it is afterwards. A new password, a
+   * deactivation or the loss of API access also ends every token issued until now (as `revokeTokens`),
+   * so that undoing the change later does not bring those tokens back.
+   */
   async update(username: string, changes: AccountChanges): Promise<Account> {
     const sets: string[] = [];
     const params: (string | number | null)[] = [];
+    if (changes.password !== undefined || changes.active === false || changes.apiAccess === false) {
+      const notBefore = this.revocationTime();
+      sets.push('tokens_not_before = CASE WHEN tokens_not_before > ? THEN tokens_not_before ELSE ? END');
+      params.push(notBefore, notBefore);
+    }
     if (changes.password !== undefined) {
       const problem = passwordProblem(changes.password);
       if (problem) throw new AccountError('invalid', `Cannot update the account: ${problem}`);
@@ -203,14 +213,22 @@ export class AccountStore {
 
   /** Refuses every token issued to the account before now (from the next request on, in every process). */
   async revokeTokens(username: string): Promise<Account> {
-    // Whole seconds, rounded up: a token issued earlier in this second is refused too (its iat is this
-    // second); the token endpoint issues later tokens with an iat no earlier than this (see tokens.ts).
-    const notBefore = Math.ceil(this.now() / 1000);
+    const notBefore = this.revocationTime();
     await this.change(
       username,
       'UPDATE account SET tokens_not_before = CASE WHEN tokens_not_before > ? THEN tokens_not_before ELSE ? END, updated_at = ? WHERE username = ?',
       [notBefore, notBefore, new Date(this.now()).toISOString()],
     );
+    return this.require(username);
+  }
+
+  /**
+   * Clears the account's failed-login lockout in every server process: its login counters are keyed by
+   * `login_lock_epoch` (see limits.ts, token-endpoint.ts), which this moves, so the next token request of
+   * any process, in-process counters or Redis alike, counts from zero. Locks on client addresses stay.
+   */
+  async unlock(username: string): Promise<Account> {
+    await this.change(username, 'UPDATE account SET login_lock_epoch = login_lock_epoch + 1 WHERE username = ?', []);
     return this.require(username);
   }
 
@@ -237,12 +255,21 @@ export class AccountStore {
     return rows.length > 0 ? toAccount(rows[0]) : undefined;
   }
 
-  /** The account with its password hash, for the token endpoint only. */
-  async findCredentials(username: string): Promise<{ account: Account; passwordHash: string } | undefined> {
-    const rows = await this.db.query<AccountRow>(`SELECT ${COLUMNS}, password_hash FROM account WHERE username = ?`, [
-      normalizeUsername(username),
-    ]);
-    return rows.length > 0 ? { account: toAccount(rows[0]), passwordHash: rows[0].password_hash } : undefined;
+  /** The account with its password hash and unlock epoch, for the token endpoint only. */
+  async findCredentials(
+    username: string,
+  ): Promise<{ account: Account; passwordHash: string; loginLockEpoch: number } | undefined> {
+    const rows = await this.db.query<AccountRow>(
+      `SELECT ${COLUMNS}, password_hash, login_lock_epoch FROM account WHERE username = ?`,
+      [normalizeUsername(username)],
+    );
+    if (rows.length === 0) return undefined;
+    const row = rows[0];
+    return {
+      account: toAccount(row),
+      passwordHash: row.password_hash,
+      loginLockEpoch: Number(row.login_lock_epoch ?? 0),
+    };
   }
 
   async require(username: string): Promise<Account> {
@@ -258,6 +285,15 @@ export class AccountStore {
       return count;
     });
     if (changed === 0) throw notFound(username);
+  }
+
+  /**
+   * The `tokens_not_before` that ends every token issued until now. Whole seconds, rounded up: a token
+   * issued earlier in this second is refused too (its iat is this second); the token endpoint issues later
+   * tokens with an iat no earlier than this (see tokens.ts).
+   */
+  private revocationTime(): number {
+    return Math.ceil(this.now() / 1000);
   }
 
   private scopes(scopes: readonly string[]): string[] {

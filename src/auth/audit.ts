@@ -1,9 +1,8 @@
 // The audit trail: one structured JSON log line per security event (token issued, failed login, lockout,
 // every 401 and 403) and one access line per authenticated request, naming the account. Every line has
 // `audit: true` and an `event`, so a log pipeline can route them apart. Passwords and tokens are never
-// passed to the logger; a username that matches no account is logged only as a hash prefix, since people
-// sometimes type a password into the username field.
-import { createHash } from 'node:crypto';
+// passed to the logger; a username that matches no account is logged only as a keyed hash (auth-secret.ts),
+// since people sometimes type a password into the username field.
 import type { FastifyRequest } from 'fastify';
 import { pino } from 'pino';
 import type { Logger } from '../logger.js';
@@ -51,11 +50,6 @@ export function rememberPrincipal(request: FastifyRequest, principal: Principal)
 /** The principal of a request the authenticator accepted, if any. */
 export function principalOf(request: FastifyRequest): Principal | undefined {
   return principals.get(request);
-}
-
-/** A short, stable fingerprint of a username that matches no account. */
-export function usernameFingerprint(username: string): string {
-  return createHash('sha256').update(username).digest('hex').slice(0, 16);
 }
 
 function pathOf(request: FastifyRequest): string {

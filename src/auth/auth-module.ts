@@ -7,13 +7,15 @@ import { redactUrl } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { AccountStore } from './accounts.js';
+import { UsernameHasher } from './auth-secret.js';
 import { AccountCache, AuthStateVersion } from './auth-state.js';
 import { AuditLog, principalOf } from './audit.js';
 import { BearerAuthenticator } from './authenticator.js';
+import { bundleCost, FHIR_BATCH_PATH } from './bundle-cost.js';
 import { AccountRateLimiter, LoginGuard, memoryLimiters, redisLimiters } from './limits.js';
 import type { LimiterFactory } from './limits.js';
 import { dummyPasswordHash } from './passwords.js';
-import type { AuthModule, Authenticator } from './principal.js';
+import type { AuthModule } from './principal.js';
 import { registerSecurityHeaders } from './security-headers.js';
 import { ensureSigningKey, KeyRing } from './signing-keys.js';
 import { registerTokenEndpoint } from './token-endpoint.js';
@@ -62,18 +64,25 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
   const keys = new KeyRing(db);
   await keys.sync(await version.read());
   const dummyHash = await dummyPasswordHash();
+  const usernames = await UsernameHasher.load(db);
   // Last, so that nothing after it can fail and leave the connection open.
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
   const limiters: LimiterFactory = redis ? redisLimiters(redis) : memoryLimiters();
 
-  const tokens = new TokenService(keys, { issuer: config.publicUrl, ttlSeconds: config.tokenTtlSeconds });
+  const tokens = new TokenService(keys, {
+    issuer: config.publicUrl,
+    audience: `${config.publicUrl}/fhir`,
+    ttlSeconds: config.tokenTtlSeconds,
+  });
   const audit = new AuditLog(logger);
   const guard = new LoginGuard(limiters, {
+    maxFailuresPerUserAddress: config.loginMaxFailuresPerUserAddress,
     maxFailuresPerUser: config.loginMaxFailuresPerUser,
     maxFailuresPerAddress: config.loginMaxFailuresPerAddress,
     lockoutSeconds: config.loginLockoutSeconds,
+    knownAddressSeconds: config.loginKnownAddressSeconds,
   });
-  const authenticator: Authenticator = new BearerAuthenticator({
+  const authenticator = new BearerAuthenticator({
     version,
     tokens,
     accounts: new AccountCache(accounts),
@@ -104,6 +113,12 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
         }
         audit.access(request, reply.statusCode, reply.elapsedTime);
       });
+      // A batch or transaction Bundle is as many requests as it has entries: the bearer check took one
+      // point before the body was read; the rest is taken here, before any entry runs.
+      app.addHook('preHandler', async (request, reply) => {
+        if (request.method !== 'POST' || request.routeOptions.url !== FHIR_BATCH_PATH) return;
+        await authenticator.chargeMore(request, reply, bundleCost(request.body, config.maxBundleEntries) - 1);
+      });
 
       registerTokenEndpoint(app, {
         accounts,
@@ -111,6 +126,7 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
         tokens,
         guard,
         audit,
+        usernames,
         dummyHash,
       });
 

@@ -3,7 +3,8 @@
 //   2. the auth state version is read (one single-row query): the account cache is current after it;
 //   3. the token's signature and claims: verified once, then cached until it expires;
 //   4. the account: exists, active, has API access, and the token was issued after any revocation;
-//   5. the account's rate limit, if it has one.
+//   5. the account's rate limit, if it has one: one point per request; `chargeMore` takes the rest of a
+//      request that costs more (a batch or transaction Bundle: one point per entry) once its body is read.
 // Any failure in 1-4 is 401 with `WWW-Authenticate: Bearer error="invalid_token"` and does not count
 // against the rate limit; 5 is 429 with Retry-After.
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -75,10 +76,13 @@ export interface BearerAuthenticatorParts {
 const accountScopeSets = new WeakMap<Account, ScopeSet>();
 
 export class BearerAuthenticator implements Authenticator {
+  /** The rate-limited account of each authenticated request, for `chargeMore`. */
+  private readonly limited = new WeakMap<FastifyRequest, Account>();
+
   constructor(private readonly parts: BearerAuthenticatorParts) {}
 
   async authenticate(request: FastifyRequest, reply: FastifyReply): Promise<Principal> {
-    const { version, tokens, accounts, rateLimiter } = this.parts;
+    const { version, tokens, accounts } = this.parts;
     const header = request.headers.authorization;
     if (header === undefined || header === '') throw this.refuse(request, 'missing');
     const match = BEARER.exec(header);
@@ -108,30 +112,69 @@ export class BearerAuthenticator implements Authenticator {
     rememberPrincipal(request, principal);
 
     if (account.rateLimit !== null) {
-      const decision = await rateLimiter.consume(account.id, account.rateLimit);
-      const headers: Record<string, string> = {
-        'RateLimit-Limit': String(decision.limit),
-        'RateLimit-Remaining': String(decision.remaining),
-        'RateLimit-Reset': String(decision.resetSeconds),
-        'RateLimit-Policy': `${decision.limit};w=60`,
-      };
-      if (!decision.allowed) {
-        this.parts.audit.event(
-          'warn',
-          'auth.rate_limited',
-          request,
-          { account_id: account.id, username: account.username, outcome: 'rate-limited', limit: decision.limit },
-          'rate limit exceeded',
-        );
-        throw new AppError(
-          'rate-limited',
-          `Rate limit of ${decision.limit} requests per minute exceeded: retry after ${decision.resetSeconds} s`,
-          { headers: { ...headers, 'Retry-After': String(decision.resetSeconds) } },
-        );
-      }
-      reply.headers(headers);
+      this.limited.set(request, account);
+      await this.charge(request, reply, account, account.rateLimit, 1);
     }
     return principal;
+  }
+
+  /**
+   * Takes `points` more from the rate limit of an authenticated request's account (none when it has no
+   * limit). Past the limit: 429 with Retry-After, and the points are given back, so that a refused Bundle
+   * costs what any refused request costs (its one point) and a smaller one can follow.
+   */
+  async chargeMore(request: FastifyRequest, reply: FastifyReply, points: number): Promise<void> {
+    const account = this.limited.get(request);
+    if (!account || account.rateLimit === null || points <= 0) return;
+    await this.charge(
+      request,
+      reply,
+      account,
+      account.rateLimit,
+      points,
+      `this Bundle counts ${points + 1}, one per entry`,
+    );
+  }
+
+  private async charge(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    account: Account,
+    limit: number,
+    points: number,
+    /** Set for an extra charge: a refusal gives its points back, and the message says what they were for. */
+    extra?: string,
+  ): Promise<void> {
+    const { rateLimiter } = this.parts;
+    const decision = await rateLimiter.consume(account.id, limit, points);
+    const headers: Record<string, string> = {
+      'RateLimit-Limit': String(decision.limit),
+      'RateLimit-Remaining': String(decision.remaining),
+      'RateLimit-Reset': String(decision.resetSeconds),
+      'RateLimit-Policy': `${decision.limit};w=60`,
+    };
+    if (!decision.allowed) {
+      if (extra) await rateLimiter.refund(account.id, limit, points);
+      this.parts.audit.event(
+        'warn',
+        'auth.rate_limited',
+        request,
+        {
+          account_id: account.id,
+          username: account.username,
+          outcome: 'rate-limited',
+          limit: decision.limit,
+          points,
+        },
+        'rate limit exceeded',
+      );
+      throw new AppError(
+        'rate-limited',
+        `Rate limit of ${decision.limit} requests per minute exceeded${extra ? ` (${extra})` : ''}: retry after ${decision.resetSeconds} s`,
+        { headers: { ...headers, 'Retry-After': String(decision.resetSeconds) } },
+      );
+    }
+    reply.headers(headers);
   }
 
   private refuse(request: FastifyRequest, reason: RefusalReason, token?: VerifiedToken): AppError {

@@ -109,6 +109,34 @@ describe.each(BACKENDS)('limits shared through Redis on %s', (backend) => {
     expect((await login(two, `spray-${randomUUID()}`, 'wrong-password', address)).statusCode).toBe(429);
   });
 
+  it('counts attempts before the password check: a burst over two processes gets at most the threshold of 401s', async () => {
+    const username = `redis-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await accounts.create({ username, password });
+    const address = `127.${randomInt(1, 255)}.${randomInt(1, 255)}.${randomInt(1, 255)}`;
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        login(i % 2 ? one : two, username, i === 59 ? password : `wrong-${i}`, address),
+      ),
+    );
+    const statuses = answers.map((r) => r.statusCode);
+    expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(4);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(56);
+    expect(statuses[59]).toBe(429);
+  });
+
+  it('account unlock clears a lockout counted in Redis, for both processes', async () => {
+    const username = `redis-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await accounts.create({ username, password });
+    const address = `127.${randomInt(1, 255)}.${randomInt(1, 255)}.${randomInt(1, 255)}`;
+    for (const app of [one, two, one, two]) await login(app, username, 'wrong-password', address);
+    expect((await login(one, username, password, address)).statusCode).toBe(429);
+    await accounts.unlock(username);
+    expect((await login(two, username, password, address)).statusCode).toBe(200);
+    expect((await login(one, username, password, address)).statusCode).toBe(200);
+  });
+
   it('refuses to start when REDIS_URL names a Redis that is not there', async () => {
     const config = loadConfig({ DATABASE_URL: database.url, REDIS_URL: 'redis://127.0.0.1:1' });
     await expect(assembleApp(config)).rejects.toThrow(/Cannot connect to Redis at redis:\/\/127\.0\.0\.1:1/);

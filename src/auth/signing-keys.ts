@@ -1,6 +1,7 @@
 // The ES256 signing keys: kept in the database so that every server process sharing it signs and verifies
 // with the same keys. `keys rotate` adds a key; the newest signs, all of them verify (old tokens stay
-// valid until they expire). The kid is the key's RFC 7638 thumbprint.
+// valid until they expire). `keys retire` takes a key out of use: its tokens are refused and it leaves
+// the JWKS, from the next request on in every process. The kid is the key's RFC 7638 thumbprint.
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } from 'jose';
 import type { CryptoKey, JWK } from 'jose';
 import type { SqlDatabase } from '../storage/sql/database.js';
@@ -12,9 +13,24 @@ export interface SigningKeyInfo {
   readonly kid: string;
   readonly algorithm: string;
   readonly createdAt: string;
+  /** When `keys retire` took it out of use; undefined while it is in use. */
+  readonly retiredAt?: string;
 }
 
-type KeyRow = { kid: string; algorithm: string; private_jwk: string; public_jwk: string; created_at: string };
+type KeyRow = {
+  kid: string;
+  algorithm: string;
+  private_jwk: string;
+  public_jwk: string;
+  created_at: string;
+  retired_at: string | null;
+};
+
+/** A refused key operation, with a message written for the administrator. */
+export class SigningKeyError extends Error {}
+
+/** Keys in use, oldest first: the last one signs. */
+const IN_USE = 'retired_at IS NULL ORDER BY created_at, kid';
 
 interface LoadedKey extends SigningKeyInfo {
   readonly publicJwk: JWK;
@@ -40,13 +56,51 @@ export async function addSigningKey(db: SqlDatabase, now: Date = new Date()): Pr
 }
 
 export async function listSigningKeys(db: SqlDatabase): Promise<SigningKeyInfo[]> {
-  const rows = await db.query<KeyRow>('SELECT kid, algorithm, created_at FROM signing_key ORDER BY created_at, kid');
-  return rows.map((r) => ({ kid: r.kid, algorithm: r.algorithm, createdAt: r.created_at }));
+  const rows = await db.query<KeyRow>(
+    'SELECT kid, algorithm, created_at, retired_at FROM signing_key ORDER BY created_at, kid',
+  );
+  return rows.map(keyInfo);
+}
+
+function keyInfo(r: Pick<KeyRow, 'kid' | 'algorithm' | 'created_at' | 'retired_at'>): SigningKeyInfo {
+  return {
+    kid: r.kid,
+    algorithm: r.algorithm,
+    createdAt: r.created_at,
+    ...(r.retired_at ? { retiredAt: r.retired_at } : {}),
+  };
+}
+
+/**
+ * Retires a key: its tokens are refused and it leaves the JWKS, from the next request on, in every server
+ * process on the database (the auth state version moves). The key that signs new tokens (the newest in
+ * use) cannot be retired, since the servers would have none left to sign with: `keys rotate` first, then
+ * retire it. Retiring a retired key changes nothing.
+ */
+export async function retireSigningKey(db: SqlDatabase, kid: string, now: Date = new Date()): Promise<SigningKeyInfo> {
+  return db.transaction(async (tx) => {
+    const [key] = await tx.query<KeyRow>(
+      'SELECT kid, algorithm, created_at, retired_at FROM signing_key WHERE kid = ?',
+      [kid],
+    );
+    if (!key) throw new SigningKeyError(`No signing key with kid "${kid}" (see keys list)`);
+    if (key.retired_at) return keyInfo(key);
+    const inUse = await tx.query<{ kid: string }>(`SELECT kid FROM signing_key WHERE ${IN_USE}${tx.dialect.forUpdate}`);
+    if (inUse.at(-1)?.kid === kid) {
+      throw new SigningKeyError(
+        `The key "${kid}" is the current signing key: run keys rotate first (tokens it signed stay valid until then), then retire it`,
+      );
+    }
+    const retiredAt = now.toISOString();
+    await tx.execute('UPDATE signing_key SET retired_at = ? WHERE kid = ?', [retiredAt, kid]);
+    await bumpAuthState(tx);
+    return keyInfo({ ...key, retired_at: retiredAt });
+  });
 }
 
 /** The first start on a database creates its first key. */
 export async function ensureSigningKey(db: SqlDatabase): Promise<void> {
-  const rows = await db.query('SELECT kid FROM signing_key');
+  const rows = await db.query(`SELECT kid FROM signing_key WHERE ${IN_USE}`);
   if (rows.length === 0) await addSigningKey(db);
 }
 
@@ -70,6 +124,11 @@ export class KeyRing {
   /** Reloads the keys when `version` (the current auth state version) differs from the loaded one. */
   async sync(version: number): Promise<void> {
     if (version !== this.loadedVersion) await this.reload(version);
+  }
+
+  /** Is this kid in use as of the loaded version? (Call `sync` first: a verified-token cache asks.) */
+  has(kid: string): boolean {
+    return this.keys.has(kid);
   }
 
   /** The public key for a kid, reloading once (rate-limited) when the kid is unknown. */
@@ -116,7 +175,7 @@ export class KeyRing {
 
   private async load(version: number): Promise<void> {
     const rows = await this.db.query<KeyRow>(
-      'SELECT kid, algorithm, private_jwk, public_jwk, created_at FROM signing_key ORDER BY created_at, kid',
+      `SELECT kid, algorithm, private_jwk, public_jwk, created_at, retired_at FROM signing_key WHERE ${IN_USE}`,
     );
     const keys = new Map<string, LoadedKey>();
     let newest: LoadedKey | undefined;

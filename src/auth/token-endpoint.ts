@@ -1,14 +1,16 @@
 // POST /v1/ambient/api/auth/token: the OAuth 2.0 password grant (RFC 6749 §4.3) for service accounts.
-// Order of checks: HTTPS (403) → form body and fields (400) → lockout (429) → credentials (401, one body
-// for every cause, one argon2 verification for every cause) → requested scope (400) → token (200).
+// Order of checks: credentials in the URL (400) → HTTPS (403) → form body and fields (400) → a slot in the
+// lockout counters, taken before any password is checked (429 when none is left) → credentials (401, one
+// body for every cause, one argon2 verification for every cause) → requested scope (400) → token (200).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { Account, AccountStore } from './accounts.js';
 import { MAX_USERNAME_LENGTH, normalizeUsername } from './accounts.js';
 import type { AuthStateVersion } from './auth-state.js';
-import { usernameFingerprint } from './audit.js';
+import type { UsernameHasher } from './auth-secret.js';
 import type { AuditLog } from './audit.js';
-import type { LoginGuard } from './limits.js';
+import { addressCounterKey, isLoginLock } from './limits.js';
+import type { LoginGuard, LoginLock } from './limits.js';
 import { MAX_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
 import { parseScope, ScopeSet, splitScopes } from './scopes.js';
 import type { TokenService } from './tokens.js';
@@ -25,11 +27,32 @@ export interface TokenEndpointParts {
   readonly tokens: TokenService;
   readonly guard: LoginGuard;
   readonly audit: AuditLog;
+  readonly usernames: UsernameHasher;
   /** A hash of a random password: unknown usernames are verified against it (same work, same timing). */
   readonly dummyHash: string;
 }
 
 type FailureReason = 'unknown-user' | 'wrong-password' | 'inactive' | 'no-api-access';
+
+/**
+ * Query parameters that carry secrets (RFC 6749 §2.3.1, RFC 7523): a client that puts one in the URL has
+ * leaked it to every proxy and access log on the way, so the request is refused rather than served.
+ */
+const CREDENTIAL_PARAMETERS = ['username', 'password', 'client_secret', 'client_assertion'];
+
+/** The URL without its query: credentials sent there must not reach the log through the request line. */
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+/** The credential parameters a URL's query carries (names compared case-insensitively, to be safe). */
+function credentialsInQuery(url: string): string[] {
+  const q = url.indexOf('?');
+  if (q < 0) return [];
+  const names = new Set([...new URLSearchParams(url.slice(q + 1)).keys()].map((n) => n.toLowerCase()));
+  return CREDENTIAL_PARAMETERS.filter((name) => names.has(name));
+}
 
 function field(body: Record<string, unknown>, name: string): string | undefined {
   const value = body[name];
@@ -39,10 +62,20 @@ function field(body: Record<string, unknown>, name: string): string | undefined 
 }
 
 export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpointParts): void {
-  const { accounts, version, tokens, guard, audit } = parts;
+  const { accounts, version, tokens, guard, audit, usernames } = parts;
+
+  /** An attempted username that matches no account (or not yet known to): logged as a keyed hash only. */
+  const who = (username: string): Record<string, unknown> => ({ username_hmac: usernames.fingerprint(username) });
 
   /** Checks made before the body is parsed: credentials travel only over HTTPS, and only in a form. */
   const beforeBody = async (request: FastifyRequest): Promise<void> => {
+    const inQuery = credentialsInQuery(request.url);
+    if (inQuery.length > 0) {
+      throw new AppError(
+        'bad-request',
+        `Credentials must be in the request body, never in the URL (found: ${inQuery.join(', ')}); treat them as disclosed`,
+      );
+    }
     if (!isHttps(request) && !isLoopbackAddress(clientAddress(request))) {
       audit.event(
         'warn',
@@ -63,10 +96,6 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
   };
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    const query = (request.query ?? {}) as Record<string, unknown>;
-    if ('password' in query || 'username' in query) {
-      throw new AppError('bad-request', 'Credentials must be in the request body, never in the URL');
-    }
     const body = request.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new AppError('bad-request', `The token request must be ${FORM} with the fields username and password`);
@@ -88,22 +117,35 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     if (unknown.length > 0) throw new AppError('invalid-scope', `Unknown scope: ${unknown.join('; ')}`);
 
     const username = normalizeUsername(rawUsername);
-    const address = clientAddress(request);
-    const lock = await guard.check(username, address);
-    if (lock) {
+    const found = await accounts.findCredentials(username);
+    // The account's unlock epoch is part of its counters' keys: `account unlock` moves it, and from then
+    // on every process counts the username afresh, in process or in Redis alike.
+    const reservation = await guard.reserve({
+      user: `${usernames.counterKey(username)}.${found?.loginLockEpoch ?? 0}`,
+      address: addressCounterKey(clientAddress(request)),
+    });
+    const named = found ? accountFields(found.account) : who(username);
+    if (isLoginLock(reservation)) {
       audit.event(
         'warn',
         'login.locked',
         request,
-        { outcome: 'locked', status: 429, locked_by: lock.by, retry_after: lock.retryAfterSeconds, ...who(username) },
+        {
+          outcome: 'locked',
+          status: 429,
+          locked_by: reservation.by,
+          retry_after: reservation.retryAfterSeconds,
+          ...named,
+        },
         'login refused: locked out',
       );
-      throw new AppError('login-locked', `Too many failed logins: try again in ${lock.retryAfterSeconds} seconds`, {
-        headers: { 'Retry-After': String(lock.retryAfterSeconds) },
-      });
+      throw new AppError(
+        'login-locked',
+        `Too many failed logins: try again in ${reservation.retryAfterSeconds} seconds`,
+        { headers: { 'Retry-After': String(reservation.retryAfterSeconds) } },
+      );
     }
 
-    const found = await accounts.findCredentials(username);
     // Always one argon2 verification, whatever the cause of a failure, so timing tells nothing.
     const passwordOk = await verifyPassword(found?.passwordHash ?? parts.dummyHash, password);
     const failure: FailureReason | undefined = !found
@@ -116,13 +158,12 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
             ? 'no-api-access'
             : undefined;
     if (failure || !found) {
-      const locks = await guard.recordFailure(username, address);
-      const account = found?.account;
+      const locks = await guard.failed(reservation);
       audit.event(
         'warn',
         'login.failed',
         request,
-        { outcome: 'failure', status: 401, reason: failure, ...(account ? accountFields(account) : who(username)) },
+        { outcome: 'failure', status: 401, reason: failure, ...named },
         'login failed',
       );
       for (const started of locks) {
@@ -130,22 +171,15 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
           'warn',
           'login.lockout',
           request,
-          {
-            outcome: 'locked',
-            locked_by: started.by,
-            lockout_seconds: started.retryAfterSeconds,
-            ...(account ? accountFields(account) : who(username)),
-          },
-          started.by === 'username'
-            ? 'too many failed logins for one username: further attempts are refused for a while (the account stays enabled)'
-            : 'too many failed logins from one client address: further attempts from it are refused for a while',
+          { outcome: 'locked', locked_by: started.by, lockout_seconds: started.retryAfterSeconds, ...named },
+          LOCKOUT_MESSAGES[started.by],
         );
       }
       throw new AppError('invalid-credentials', INVALID_CREDENTIALS);
     }
 
     const account = found.account;
-    await guard.recordSuccess(username);
+    await guard.succeeded(reservation);
     const granted = new ScopeSet(account.scopes);
     const parsed = requested.map((s) => parseScope(s));
     const beyond = parsed
@@ -175,15 +209,27 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     return reply.send({ access_token: issued.token, token_type: 'bearer', expires_in: issued.exp - issued.iat, scope });
   };
 
-  app.route({
-    method: 'POST',
-    url: TOKEN_PATH,
-    onRequest: beforeBody,
+  const everyMethod = {
     // RFC 6749 §5.1: no caching of token responses, the errors included.
-    onSend: async (_request, reply, payload) => {
+    onSend: async (_request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
       return payload;
     },
+    // Fastify logs each request line; on this path it never carries the query (credentials sent there
+    // by mistake are refused, and must not reach the log either).
+    logSerializers: {
+      req: (request: FastifyRequest) => ({
+        method: request.method,
+        url: pathOf(request.url),
+        remoteAddress: request.ip,
+      }),
+    },
+  };
+  app.route({
+    ...everyMethod,
+    method: 'POST',
+    url: TOKEN_PATH,
+    onRequest: beforeBody,
     schema: {
       response: {
         200: {
@@ -201,6 +247,7 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     handler,
   });
   app.route({
+    ...everyMethod,
     method: ['GET', 'PUT', 'PATCH', 'DELETE'],
     url: TOKEN_PATH,
     handler: async () => {
@@ -213,7 +260,10 @@ function accountFields(account: Account): Record<string, unknown> {
   return { account_id: account.id, username: account.username };
 }
 
-/** An attempted username that matches no account (or not yet known to): logged as a fingerprint only. */
-function who(username: string): Record<string, unknown> {
-  return { username_sha256: usernameFingerprint(username) };
-}
+const LOCKOUT_MESSAGES: Record<LoginLock['by'], string> = {
+  'username-address':
+    'too many failed logins for one username from one client address: further attempts from it are refused for a while (the account stays enabled)',
+  username:
+    'too many failed logins for one username from every address together: attempts from addresses it has not logged in from are refused for a while',
+  address: 'too many failed logins from one client address: further attempts from it are refused for a while',
+};

@@ -1,8 +1,10 @@
 // Access tokens: JWTs (RFC 9068 `at+jwt`) signed with ES256, verified with ES256 only and only with keys
-// from the database, with exact expiry (exp = iat + TTL, no leeway: the server verifies its own tokens).
-// Verifying a signature costs about 0.1 ms, so verified tokens are kept until they expire: a repeated
-// token costs one Map lookup. The account behind a token is checked on every request elsewhere
-// (authenticator.ts); this cache only remembers that the signature and claims were good.
+// in use in the database, with exact expiry (exp = iat + TTL, no leeway: the server verifies its own
+// tokens). Only tokens the server could have issued pass: `aud` the FHIR base, `iat` not ahead of now,
+// `exp - iat` not beyond the configured lifetime (so a token minted with a stolen key cannot outlive a
+// revocation or last for years). Verifying a signature costs about 0.1 ms, so verified tokens are kept
+// until they expire: a repeated token costs one Map lookup, plus a check that its key was not retired
+// since. The account behind a token is checked on every request elsewhere (authenticator.ts).
 import { randomUUID } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { JWTHeaderParameters } from 'jose';
@@ -14,6 +16,7 @@ export const TOKEN_TYPE = 'at+jwt';
 
 export interface VerifiedToken {
   readonly accountId: string;
+  readonly kid: string;
   readonly iat: number;
   readonly exp: number;
   readonly jti: string;
@@ -37,8 +40,17 @@ export class TokenRefused extends Error {
   }
 }
 
+/**
+ * How far ahead of this process's clock a token's `iat` may be: the token endpoint dates a token issued in
+ * the second of a revocation at the next second (see accounts.ts), and server processes on several hosts
+ * may disagree by a fraction of a second. Anything further ahead was not issued by us.
+ */
+export const IAT_AHEAD_SECONDS = 2;
+
 export interface TokenServiceOptions {
   readonly issuer: string;
+  /** The `aud` of every token: the FHIR base, `${AMBIENT_PUBLIC_URL}/fhir`. */
+  readonly audience: string;
   readonly ttlSeconds: number;
   readonly cacheSize?: number;
   /** The clock in milliseconds (tests). */
@@ -70,6 +82,7 @@ export class TokenService {
     const token = await new SignJWT({ scope })
       .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid, typ: TOKEN_TYPE })
       .setIssuer(this.options.issuer)
+      .setAudience(this.options.audience)
       .setSubject(accountId)
       .setIssuedAt(iat)
       .setExpirationTime(exp)
@@ -83,12 +96,20 @@ export class TokenService {
     const nowSeconds = Math.floor(this.now() / 1000);
     const cached = this.cache.get(token);
     if (cached) {
-      if (cached.exp > nowSeconds) return cached;
+      if (cached.exp <= nowSeconds) {
+        this.cache.delete(token);
+        throw new TokenRefused('expired');
+      }
+      // A key retired since the token was cached: the key ring is current for this request's version.
+      await this.keys.sync(version);
+      if (this.keys.has(cached.kid)) return cached;
       this.cache.delete(token);
-      throw new TokenRefused('expired');
+      throw new TokenRefused('unknown-kid');
     }
     const verified = await this.verifySignature(token, version);
     if (verified.exp <= nowSeconds) throw new TokenRefused('expired');
+    if (verified.iat > nowSeconds + IAT_AHEAD_SECONDS) throw new TokenRefused('bad-claims');
+    if (verified.exp - verified.iat > this.options.ttlSeconds) throw new TokenRefused('bad-claims');
     if (this.cache.size >= this.cacheSize) this.evict(nowSeconds);
     this.cache.set(token, verified);
     return verified;
@@ -97,7 +118,7 @@ export class TokenService {
   private async verifySignature(token: string, version: number): Promise<VerifiedToken> {
     let unknownKid = false;
     try {
-      const { payload } = await jwtVerify(
+      const { payload, protectedHeader } = await jwtVerify(
         token,
         async (header: JWTHeaderParameters) => {
           if (header.alg !== SIGNING_ALGORITHM) throw new TokenRefused('bad-algorithm');
@@ -111,8 +132,9 @@ export class TokenService {
         {
           algorithms: [SIGNING_ALGORITHM],
           issuer: this.options.issuer,
+          audience: this.options.audience,
           typ: TOKEN_TYPE,
-          requiredClaims: ['sub', 'iat', 'exp', 'jti', 'scope'],
+          requiredClaims: ['sub', 'aud', 'iat', 'exp', 'jti', 'scope'],
           clockTolerance: 0,
           currentDate: new Date(this.now()),
         },
@@ -127,7 +149,7 @@ export class TokenService {
       ) {
         throw new TokenRefused('bad-claims');
       }
-      return { accountId: sub, iat, exp, jti, scopes: ScopeSet.of(scope) };
+      return { accountId: sub, kid: protectedHeader.kid!, iat, exp, jti, scopes: ScopeSet.of(scope) };
     } catch (error) {
       if (error instanceof TokenRefused) throw error;
       if (unknownKid) throw new TokenRefused('unknown-kid');

@@ -150,7 +150,13 @@ describe.each(BACKENDS)('account and keys commands on %s', (backend) => {
     ).json();
     const updated = await run('account', ['update', name, '--active', 'false']);
     expect(updated.code, updated.stderr).toBe(0);
-    expect(updated.json()).toEqual({ ...created, active: false, updated_at: expect.any(String) });
+    // Deactivation also ends the account's tokens (tokens_not_before), so reactivation cannot revive them.
+    expect(updated.json()).toEqual({
+      ...created,
+      active: false,
+      tokens_not_before: expect.any(String),
+      updated_at: expect.any(String),
+    });
     const more = await run('account', [
       'update',
       name,
@@ -199,6 +205,37 @@ describe.each(BACKENDS)('account and keys commands on %s', (backend) => {
     }
   });
 
+  it('unlock clears the lockout of an account; an unknown username exits non-zero with a clear message', async () => {
+    const name = username();
+    const created = (await run('account', ['create', name, '--password-stdin'], 'a-long-password\n')).json();
+    const unlocked = await run('account', ['unlock', name]);
+    expect(unlocked.code, unlocked.stderr).toBe(0);
+    expect(unlocked.json()).toEqual({ unlocked: true, ...created });
+    const unknown = await run('account', ['unlock', `nobody-${randomUUID()}`]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('No account named');
+    expect((await run('account', ['unlock'])).code).toBe(2);
+  });
+
+  it('keys retire takes an older key out of use, refuses the current signing key and unknown kids', async () => {
+    const older = (await run('keys', ['rotate'])).json();
+    const current = (await run('keys', ['rotate'])).json();
+    const retired = await run('keys', ['retire', older.kid]);
+    expect(retired.code, retired.stderr).toBe(0);
+    expect(retired.json()).toEqual({ ...older, retired_at: expect.any(String) });
+    const listed = (await run('keys', ['list'])).json() as { kid: string; retired_at?: string }[];
+    expect(listed.find((k) => k.kid === older.kid)?.retired_at).toBe(retired.json().retired_at);
+    expect(listed.find((k) => k.kid === current.kid)?.retired_at).toBeUndefined();
+    const refused = await run('keys', ['retire', current.kid]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('is the current signing key: run keys rotate first');
+    const unknown = await run('keys', ['retire', 'no-such-kid']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('No signing key with kid "no-such-kid"');
+    expect((await run('keys', ['retire'])).code).toBe(2);
+    expect((await run('keys', ['rotate', 'extra'])).code).toBe(2);
+  });
+
   it('keys rotate adds a key, keys list shows them without private parts', async () => {
     const first = await run('keys', ['rotate']);
     expect(first.code, first.stderr).toBe(0);
@@ -244,7 +281,7 @@ describe('the CLI process while a server runs on the same database', () => {
     await database?.dispose();
   });
 
-  it('an account created, deactivated and revoked by the CLI takes effect on the next request', async () => {
+  it('an account created, deactivated, revoked and unlocked by the CLI takes effect on the next request', async () => {
     const name = `proc-${randomUUID()}`;
     const password = `pw-${randomUUID()}`;
     const created = await cli(
@@ -254,23 +291,46 @@ describe('the CLI process while a server runs on the same database', () => {
     expect(created.code, created.stderr).toBe(0);
     expect(JSON.parse(created.stdout)).toMatchObject({ username: name, scopes: ['system/Patient.rs'] });
 
-    const login = await app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username: name, password }).toString(),
-    });
+    const getToken = () =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/ambient/api/auth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ username: name, password }).toString(),
+      });
+    const login = await getToken();
     expect(login.statusCode).toBe(200);
-    const authorization = `Bearer ${login.json<{ access_token: string }>().access_token}`;
+    let authorization = `Bearer ${login.json<{ access_token: string }>().access_token}`;
     const read = () => app.inject({ method: 'GET', url: `/fhir/Patient/${randomUUID()}`, headers: { authorization } });
     expect((await read()).statusCode).toBe(404);
 
     expect((await cli(['account', 'update', name, '--active', 'false'], '')).code).toBe(0);
     expect((await read()).statusCode).toBe(401);
     expect((await cli(['account', 'update', name, '--active', 'true'], '')).code).toBe(0);
+    // Reactivation does not bring back the tokens deactivation ended; a new one works.
+    expect((await read()).statusCode).toBe(401);
+    authorization = `Bearer ${(await getToken()).json<{ access_token: string }>().access_token}`;
     expect((await read()).statusCode).toBe(404);
     expect((await cli(['account', 'revoke-tokens', name], '')).code).toBe(0);
     expect((await read()).statusCode).toBe(401);
+
+    // Ten wrong passwords lock the username for this address; the CLI's unlock is honoured at once.
+    const wrong = () =>
+      app.inject({
+        method: 'POST',
+        url: '/v1/ambient/api/auth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ username: name, password: 'not-the-password' }).toString(),
+      });
+    for (let i = 0; i < 10; i++) expect((await wrong()).statusCode).toBe(401);
+    expect((await getToken()).statusCode).toBe(429);
+    const unlocked = await cli(['account', 'unlock', name], '');
+    expect(unlocked.code, unlocked.stderr).toBe(0);
+    expect(JSON.parse(unlocked.stdout)).toMatchObject({ unlocked: true, username: name });
+    expect((await getToken()).statusCode).toBe(200);
+    const unknown = await cli(['account', 'unlock', `nobody-${randomUUID()}`], '');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('No account named');
 
     const duplicate = await cli(['account', 'create', name, '--password-stdin'], `${password}\n`);
     expect(duplicate.code).toBe(1);

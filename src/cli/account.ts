@@ -77,6 +77,11 @@ const USAGE = `Usage: ambient-fhir account <verb> ...
   show <username>
   delete <username>
   revoke-tokens <username>
+  unlock <username>
+
+A new password, --active false and --api-access false also end the account's tokens (as revoke-tokens):
+reactivating it later does not bring them back. unlock clears the account's failed-login lockout (for
+every client address) in every server process on the database, from its next token request on.
 
 The password is read from standard input (one line), e.g. printf '%s\\n' "$PASSWORD" | ambient-fhir account create ...
 Default scopes: "system/*.cruds scribe.read scribe.write"; --rate-limit 0 (the default) means no limit.
@@ -131,7 +136,7 @@ const str = (value: unknown): string | undefined => (typeof value === 'string' ?
 
 export function createAccountCommand(io: CliIo = processIo()): Command {
   return {
-    summary: 'administer service accounts (create, update, list, show, delete, revoke-tokens)',
+    summary: 'administer service accounts (create, update, list, show, delete, revoke-tokens, unlock)',
     async run(args: string[]): Promise<number> {
       const [verb, ...rest] = args;
       if (verb === undefined || verb === 'help' || verb === '--help' || verb === '-h') {
@@ -200,16 +205,19 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
           }
           case 'show':
           case 'delete':
-          case 'revoke-tokens': {
+          case 'revoke-tokens':
+          case 'unlock': {
             const { positionals } = parse(rest, {});
             const username = oneUsername(positionals, verb);
             const account = await withDatabase(io, (db) => {
               const accounts = store(db);
               if (verb === 'show') return accounts.require(username);
               if (verb === 'delete') return accounts.delete(username);
+              if (verb === 'unlock') return accounts.unlock(username);
               return accounts.revokeTokens(username);
             });
-            printJson(io, verb === 'delete' ? { deleted: true, ...accountJson(account) } : accountJson(account));
+            const extra = verb === 'delete' ? { deleted: true } : verb === 'unlock' ? { unlocked: true } : {};
+            printJson(io, { ...extra, ...accountJson(account) });
             return;
           }
           default:

@@ -3,6 +3,7 @@ import { accountsMigration } from './002-accounts.js';
 import { searchIndexesMigration } from './003-search-indexes.js';
 import { scribeMigration } from './004-scribe.js';
 import { resourceLinksMigration } from './005-resource-links.js';
+import { authHardeningMigration } from './006-auth-hardening.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -12,4 +13,5 @@ export const MIGRATIONS: readonly Migration[] = [
   searchIndexesMigration,
   scribeMigration,
   resourceLinksMigration,
+  authHardeningMigration,
 ];

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { LinearRegex, MAX_PROGRAM_SIZE, UnsupportedPattern } from './linear-regex.js';
 
@@ -126,8 +127,49 @@ describe('LinearRegex: refusals', () => {
     ['a{2000}', /above 1000/],
     ['((a{100}){100}){100}', new RegExp(`more than ${MAX_PROGRAM_SIZE}`)],
     ['('.repeat(100) + ')'.repeat(100), /nested deeper/],
+    ['(a)'.repeat(101), /more than 100 capture groups/],
   ])('refuses /%s/', (pattern, message) => {
     expect(() => new LinearRegex(pattern)).toThrow(UnsupportedPattern);
     expect(() => new LinearRegex(pattern)).toThrow(message);
+  });
+});
+
+describe('LinearRegex: random patterns', () => {
+  const atom = fc.constantFrom('a', 'b', '.', '[ab]', '[^a]', '\\b', '^', '$', '\\w');
+  const { node } = fc.letrec((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small' },
+      atom,
+      fc.tuple(tie('node'), tie('node')).map(([x, y]) => `${x as string}${y as string}`),
+      fc.tuple(tie('node'), tie('node')).map(([x, y]) => `(?:${x as string}|${y as string})`),
+      fc
+        .tuple(tie('node'), fc.constantFrom('*', '+', '?', '*?', '+?', '??', '{2}', '{1,2}', '{0,}', '{1,3}?'))
+        .map(([x, q]) => `(${x as string})${q}`),
+    ),
+  }));
+
+  // Whether there is a match, and where the leftmost one starts, are always JavaScript's. Which of the
+  // matches starting there is chosen can differ when an optional round of a loop matches the empty string
+  // (JavaScript rejects such a round; this engine does not), e.g. /(\b|a){1,2}/ on "a".
+  it('find a match exactly when RegExp does, starting at the same place', () => {
+    fc.assert(
+      fc.property(node as fc.Arbitrary<string>, fc.stringMatching(/^[ab ]{0,8}$/), (pattern, input) => {
+        let expected: RegExpExecArray | null;
+        try {
+          expected = new RegExp(pattern).exec(input);
+        } catch {
+          return; // not a JavaScript pattern either
+        }
+        let match: number[] | null;
+        try {
+          match = new LinearRegex(pattern).exec(input, 0, unlimited);
+        } catch (error) {
+          if (error instanceof UnsupportedPattern && /nothing to repeat/.test(error.message)) return;
+          throw error;
+        }
+        expect(match ? match[0] : null).toBe(expected ? expected.index : null);
+      }),
+      { numRuns: 3000 },
+    );
   });
 });

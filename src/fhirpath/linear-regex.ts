@@ -9,6 +9,10 @@
 // Syntax: JavaScript's without flags (code units, `.` stops at line ends, `^`/`$` at the ends of the
 // input), less what is not regular: backreferences and lookaround are refused, as are `\p{...}` and
 // escapes of letters JavaScript gives no meaning. Counted repetition is expanded, so its size is bounded.
+// Whether a pattern matches, and where its leftmost match starts, are always JavaScript's; which match is
+// chosen there (and so the groups) can differ in one corner: JavaScript rejects an optional round of a loop
+// that matches the empty string, this engine takes it (/(\b|a){1,2}/ on "a": JavaScript "a", here "").
+// Groups inside a loop keep their last value instead of being reset at each round.
 
 /** A pattern this engine will not run: not regular, not understood, or too large. */
 export class UnsupportedPattern extends Error {}
@@ -21,6 +25,8 @@ export interface StepBudget {
 /** Instructions a pattern may compile to: `(x{1000}){1000}` would otherwise be a million. */
 export const MAX_PROGRAM_SIZE = 10_000;
 const MAX_REPEAT = 1000;
+/** Capture groups: every thread carries a copy of their offsets, so they multiply its memory and work. */
+export const MAX_GROUPS = 100;
 const MAX_NESTING = 64;
 
 type CharTest = (c: number) => boolean;
@@ -186,6 +192,7 @@ class Parser {
         this.pos += match[0].length;
       } else this.fail('an invalid group');
     } else capture = ++this.groups;
+    if (this.groups > MAX_GROUPS) this.fail(`more than ${MAX_GROUPS} capture groups`);
     const body = this.alternation();
     if (this.source[this.pos++] !== ')') this.fail('an unterminated group');
     return { k: 'group', capture, body };
@@ -424,6 +431,7 @@ export class LinearRegex {
             stack.push({ pc: ins.y, caps: thread.caps }, { pc: ins.x, caps: thread.caps });
             break;
           case 'save': {
+            budget.spend(slots); // the copy
             const caps2 = thread.caps.slice();
             caps2[ins.slot] = pos;
             stack.push({ pc: thread.pc + 1, caps: caps2 });

@@ -67,6 +67,13 @@ describe('request FHIRPath', () => {
     }
   });
 
+  it('keeps the sides of an equivalence, which sorts them, small', () => {
+    expect(run("Patient.name[1].family ~ 'doe'")).toEqual([true]);
+    const many = { resourceType: 'Patient', name: [{ given: Array.from({ length: 1001 }, (_, i) => `g${i}`) }] };
+    const compiled = compileRequestFhirPath('Patient.name.given ~ Patient.name.given', new RequestFhirPathBudget());
+    expect(() => compiled(many)).toThrow(/at most 1000 items/);
+  });
+
   it('bounds the length and the nesting of the expression', () => {
     expect(refusal('Patient.name' + '.given'.repeat(200)).code).toBe('fhirpath-too-complex');
     expect(refusal('('.repeat(40) + 'Patient' + ')'.repeat(40)).code).toBe('fhirpath-too-complex');

@@ -6,7 +6,8 @@
 //   the recursion of evaluation are bounded;
 // - only functions whose own work is linear in their input run (an allow-list): those that compare every
 //   item with every other (`|`, union, distinct, intersect, exclude, subsetOf, ...) are refused, and so are
-//   trace (writes logs) and medplum's stubs (repeat, descendants, children: they answer nothing);
+//   trace (writes logs) and medplum's stubs (repeat, descendants, children: they answer nothing); `~` and
+//   `!~`, which sort both sides, take at most 1,000 items a side;
 // - `matches` and `replaceMatches` run on a linear-time engine (./linear-regex.ts), never on JavaScript's
 //   backtracking RegExp; `replace` is our own, and checks the size of its result before building it;
 // - every evaluation of a node of the tree, every item and code unit it returns, and every step of the
@@ -233,11 +234,29 @@ function guard(atom: AtomLike, budget: RequestFhirPathBudget, depth: number, exp
     else if (Array.isArray(value))
       for (const item of value) if (isAtom(item)) guard(item, budget, depth + 1, expression);
   }
+  // Equivalence sorts both sides (n log n comparisons inside one node): keep the sides small.
+  if ((atom.operator === '~' || atom.operator === '!~') && isAtom(atom.left) && isAtom(atom.right)) {
+    for (const side of [atom.left, atom.right]) limitItems(side, MAX_EQUIVALENCE_ITEMS, atom.operator);
+  }
   atom.eval = (context, input) => {
     budget.spend(1 + input.length);
     const output = own(context, input);
     budget.spend(output.length);
     for (const item of output) if (typeof item.value === 'string') budget.spendChars(item.value.length);
+    return output;
+  };
+}
+
+const MAX_EQUIVALENCE_ITEMS = 1000;
+
+/** Makes a node refuse (422) to return more than `max` items; wrapped before the budget's wrapper. */
+function limitItems(atom: AtomLike, max: number, operator: string): void {
+  const evaluate = atom.eval.bind(atom);
+  atom.eval = (context, input) => {
+    const output = evaluate(context, input);
+    if (output.length > max) {
+      throw new AppError('fhirpath-too-costly', `The FHIRPath "${operator}" compares at most ${max} items a side`);
+    }
     return output;
   };
 }

@@ -12,6 +12,7 @@ import { createFhirServices } from './fhir/create-services.js';
 import { registerBodyParsers } from './http/body-parsers.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
+import { serverTimeouts } from './http/server-timeouts.js';
 import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { VERSION } from './version.js';
@@ -30,8 +31,13 @@ export interface AppParts {
 
 export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const { config, db, definitions, auth } = parts;
+  const timeouts = serverTimeouts(config);
   const app = Fastify({
-    ...(parts.https ? { https: { cert: parts.https.cert, key: parts.https.key } } : {}),
+    ...(parts.https
+      ? { https: { cert: parts.https.cert, key: parts.https.key, ...timeouts.node } }
+      : { http: { ...timeouts.node } }),
+    requestTimeout: timeouts.requestTimeout,
+    keepAliveTimeout: timeouts.keepAliveTimeout,
     ...(parts.logger ? { loggerInstance: parts.logger as FastifyBaseLogger } : { logger: false }),
     bodyLimit: config.maxBodyBytes,
     // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same

@@ -11,6 +11,7 @@ describe('loadConfig', () => {
       databaseUrl: 'sqlite:./data/ambient.db',
       tokenTtlSeconds: 172800,
       maxBodyBytes: 16 * 1024 * 1024,
+      requestTimeoutMs: 30_000,
       logLevel: 'info',
       fhirStandardStatus: false,
       corsOrigins: [],
@@ -74,6 +75,13 @@ describe('loadConfig', () => {
     expect(message).toContain('DATABASE_URL');
     expect(message).toContain('LOG_LEVEL');
     expect(message).toContain('TLS_KEY_FILE');
+  });
+
+  it('reads AMBIENT_REQUEST_TIMEOUT_MS as a whole number of milliseconds', () => {
+    expect(loadConfig({ AMBIENT_REQUEST_TIMEOUT_MS: '500' }).requestTimeoutMs).toBe(500);
+    for (const bad of ['0', '1.5', 'soon', '99']) {
+      expect(() => loadConfig({ AMBIENT_REQUEST_TIMEOUT_MS: bad }), bad).toThrow(/AMBIENT_REQUEST_TIMEOUT_MS/);
+    }
   });
 
   it('never prints a database password', () => {

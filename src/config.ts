@@ -9,6 +9,8 @@ export interface Config {
   readonly databaseUrl: string;
   readonly tokenTtlSeconds: number;
   readonly maxBodyBytes: number;
+  /** Time allowed to receive a whole request, headers and body (408 past it); not the time to answer it. */
+  readonly requestTimeoutMs: number;
   readonly redisUrl: string | undefined;
   readonly logLevel: string;
   readonly tlsCertFile: string | undefined;
@@ -203,6 +205,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     databaseUrl,
     tokenTtlSeconds: integer('AMBIENT_TOKEN_TTL_SECONDS', 172800, 1),
     maxBodyBytes: integer('AMBIENT_MAX_BODY_BYTES', 16 * 1024 * 1024, 1024),
+    requestTimeoutMs: integer('AMBIENT_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000),
     redisUrl: env.REDIS_URL || undefined,
     logLevel,
     tlsCertFile,

@@ -39,6 +39,11 @@ export const ERROR_CATALOG = {
   'reference-not-found': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
+  'patch-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
+  // FHIRPath and regular expressions that arrive in a request (src/fhirpath/request-fhirpath.ts).
+  'fhirpath-unsupported': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
+  'fhirpath-too-complex': { status: 400, issueType: 'too-costly', oauthError: 'invalid_request' },
+  'fhirpath-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'payload-too-large': { status: 413, issueType: 'too-long', oauthError: 'invalid_request' },
   'bundle-too-large': { status: 413, issueType: 'too-costly', oauthError: 'invalid_request' },
   'too-many-index-rows': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },

@@ -103,10 +103,28 @@ export interface RecordPage {
   readonly nextBefore?: number;
 }
 
+/** The byte budget of one list page: items are added while the page stays within it (at least one). */
+export const LIST_PAGE_BYTES = 4 * 1024 * 1024;
+
+// About the bytes a record takes in a list page: its stored JSON and text columns, read without loading
+// them (octet_length, on both databases, comes from the value's header), plus the keys around them.
+const RECORD_BYTES = `(400 + octet_length(transcripts) + octet_length(template_ids) + ${[
+  'notes',
+  'additional_context',
+  'error',
+  'patient_name',
+  'patient',
+  'encounter',
+]
+  .map((column) => `COALESCE(octet_length(${column}), 0)`)
+  .join(' + ')})`;
+
 export class ScribeRecords {
   constructor(
     private readonly db: SqlDatabase,
     private readonly clock: () => Date = () => new Date(),
+    /** LIST_PAGE_BYTES unless a test wants small pages. */
+    private readonly listPageBytes: number = LIST_PAGE_BYTES,
   ) {}
 
   /** Stores a new IN_PROGRESS record, its audio and its job, in one transaction. */
@@ -158,17 +176,34 @@ export class ScribeRecords {
     return row ? fromRow(row) : undefined;
   }
 
-  /** The account's records, newest (highest id) first, strictly below `before` when given. */
+  /**
+   * The account's records, newest (highest id) first, strictly below `before` when given: at most `limit`, and
+   * no more than fit in the page's byte budget (at least one). The sizes are read first and only the records
+   * that fit are loaded, so a page of large transcripts never holds more than the budget (or one record).
+   */
   async list(accountId: string, limit: number, before?: number): Promise<RecordPage> {
-    const rows = await this.db.query<RecordRow>(
-      `SELECT ${COLUMNS} FROM scribe_record WHERE account_id = ?${before === undefined ? '' : ' AND id < ?'}
+    const sizes = await this.db.query<{ id: number | string; bytes: number | string }>(
+      `SELECT id, ${RECORD_BYTES} AS bytes FROM scribe_record WHERE account_id = ?${before === undefined ? '' : ' AND id < ?'}
         ORDER BY id DESC LIMIT ?`,
       before === undefined ? [accountId, limit + 1] : [accountId, before, limit + 1],
     );
-    const records = rows.slice(0, limit).map(fromRow);
+    const chosen: number[] = [];
+    let total = 0;
+    for (const row of sizes.slice(0, limit)) {
+      const bytes = Number(row.bytes);
+      if (chosen.length > 0 && total + bytes > this.listPageBytes) break;
+      chosen.push(Number(row.id));
+      total += bytes;
+    }
+    if (chosen.length === 0) return { records: [] };
+    const rows = await this.db.query<RecordRow>(
+      `SELECT ${COLUMNS} FROM scribe_record WHERE account_id = ? AND id IN (${chosen.map(() => '?').join(', ')})
+        ORDER BY id DESC`,
+      [accountId, ...chosen],
+    );
     return {
-      records,
-      nextBefore: rows.length > limit ? records[records.length - 1].id : undefined,
+      records: rows.map(fromRow),
+      nextBefore: sizes.length > chosen.length ? chosen[chosen.length - 1] : undefined,
     };
   }
 

@@ -1,6 +1,10 @@
 // FHIRPath Patch (a Parameters resource of operations): https://hl7.org/fhir/R4/fhirpatch.html
-import { evalFhirPathTyped, toTypedValue } from '@medplum/core';
 import { AppError } from '../../errors.js';
+import {
+  compileRequestFhirPath,
+  RequestFhirPathBudget,
+  type RequestFhirPath,
+} from '../../fhirpath/request-fhirpath.js';
 
 type Json = Record<string, unknown>;
 
@@ -90,11 +94,18 @@ export function parseFhirPathPatch(parameters: unknown): PatchOperation[] {
   });
 }
 
-function evaluate(root: Json, path: string): unknown[] {
-  try {
-    return evalFhirPathTyped(path, [toTypedValue(root)]).map((t) => t.value);
-  } catch (error) {
-    throw new AppError('bad-request', `Cannot evaluate the FHIRPath "${path}": ${(error as Error).message}`);
+/**
+ * The paths are the client's FHIRPath: they run under one budget per patch (src/fhirpath/request-fhirpath.ts),
+ * which also pays for our own walks of the resource, so that many operations on a large resource are bounded too.
+ */
+class PatchContext {
+  readonly budget = new RequestFhirPathBudget();
+  private readonly compiled = new Map<string, RequestFhirPath>();
+
+  evaluate(root: Json, path: string): unknown[] {
+    let expression = this.compiled.get(path);
+    if (!expression) this.compiled.set(path, (expression = compileRequestFhirPath(path, this.budget)));
+    return expression(root);
   }
 }
 
@@ -124,13 +135,15 @@ interface Location {
 }
 
 /** Where an object found by FHIRPath sits in the resource (FHIRPath returns the very objects of the tree). */
-function locateObject(root: Json, target: object): Location | undefined {
+function locateObject(ctx: PatchContext, root: Json, target: object): Location | undefined {
   const stack: Json[] = [root];
   while (stack.length > 0) {
     const node = stack.pop()!;
+    ctx.budget.spend(1);
     for (const [key, value] of Object.entries(node)) {
       if (value === target) return { parent: node, key };
       if (Array.isArray(value)) {
+        ctx.budget.spend(value.length);
         const index = value.indexOf(target);
         if (index >= 0) return { parent: node, key, index };
         for (const item of value) if (item && typeof item === 'object') stack.push(item as Json);
@@ -141,20 +154,20 @@ function locateObject(root: Json, target: object): Location | undefined {
 }
 
 /** The one element `path` selects, with its location; a primitive is found through its parent element. */
-function locateSingle(root: Json, path: string): Location | undefined {
-  const results = evaluate(root, path);
+function locateSingle(ctx: PatchContext, root: Json, path: string): Location | undefined {
+  const results = ctx.evaluate(root, path);
   if (results.length === 0) return undefined;
   if (results.length > 1)
     throw new AppError('patch-failed', `The path "${path}" selects ${results.length} elements, not one`);
   const [result] = results;
-  if (result && typeof result === 'object') return locateObject(root, result);
+  if (result && typeof result === 'object') return locateObject(ctx, root, result);
   // `X.member[n]`: the n-th value of the member across the elements X selects.
   const indexed = /^(.*)\[(\d+)\]$/.exec(path);
   if (indexed) {
     const inner = splitLastMember(indexed[1]);
     if (inner) {
       const slots: Location[] = [];
-      for (const parent of evaluate(root, inner[0])) {
+      for (const parent of ctx.evaluate(root, inner[0])) {
         if (!parent || typeof parent !== 'object') continue;
         const value = (parent as Json)[inner[1]];
         if (Array.isArray(value))
@@ -167,7 +180,7 @@ function locateSingle(root: Json, path: string): Location | undefined {
   }
   const split = splitLastMember(path);
   if (!split) throw new AppError('patch-failed', `Cannot locate the element "${path}" selects`);
-  const parents = evaluate(root, split[0]).filter((p): p is Json => Boolean(p) && typeof p === 'object');
+  const parents = ctx.evaluate(root, split[0]).filter((p): p is Json => Boolean(p) && typeof p === 'object');
   for (const parent of parents) {
     const key = Object.keys(parent).find(
       (k) => k === split[1] || (k.startsWith(split[1]) && /^[A-Z]/.test(k.slice(split[1].length))),
@@ -183,9 +196,9 @@ function locateSingle(root: Json, path: string): Location | undefined {
 }
 
 /** The list a repeating path names (`Patient.identifier`), created empty on its parent when absent. */
-function locateList(root: Json, path: string): unknown[] {
+function locateList(ctx: PatchContext, root: Json, path: string): unknown[] {
   const split = splitLastMember(path);
-  const parents = split ? evaluate(root, split[0]) : [root];
+  const parents = split ? ctx.evaluate(root, split[0]) : [root];
   if (parents.length !== 1 || !parents[0] || typeof parents[0] !== 'object') {
     throw new AppError('patch-failed', `The path "${path}" must name one repeating element`);
   }
@@ -207,10 +220,10 @@ function removeAt(location: Location): void {
   if (list.length === 0) delete parent[key];
 }
 
-function applyOne(root: Json, op: PatchOperation): void {
+function applyOne(ctx: PatchContext, root: Json, op: PatchOperation): void {
   switch (op.type) {
     case 'add': {
-      const targets = evaluate(root, op.path);
+      const targets = ctx.evaluate(root, op.path);
       if (targets.length !== 1 || !targets[0] || typeof targets[0] !== 'object') {
         throw new AppError(
           'patch-failed',
@@ -225,7 +238,7 @@ function applyOne(root: Json, op: PatchOperation): void {
       return;
     }
     case 'insert': {
-      const list = locateList(root, op.path);
+      const list = locateList(ctx, root, op.path);
       if (op.index! < 0 || op.index! > list.length)
         throw new AppError('patch-failed', `insert: index ${op.index} is out of range`);
       list.splice(op.index!, 0, op.value);
@@ -233,19 +246,19 @@ function applyOne(root: Json, op: PatchOperation): void {
     }
     case 'delete': {
       // Deleting what is not there is not an error (fhirpatch.html: no match, no change).
-      const location = locateSingle(root, op.path);
+      const location = locateSingle(ctx, root, op.path);
       if (location) removeAt(location);
       return;
     }
     case 'replace': {
-      const location = locateSingle(root, op.path);
+      const location = locateSingle(ctx, root, op.path);
       if (!location) throw new AppError('patch-failed', `replace: the path "${op.path}" selects nothing`);
       if (location.index === undefined) location.parent[location.key] = op.value;
       else (location.parent[location.key] as unknown[])[location.index] = op.value;
       return;
     }
     case 'move': {
-      const list = locateList(root, op.path);
+      const list = locateList(ctx, root, op.path);
       if (op.source! < 0 || op.source! >= list.length || op.destination! < 0 || op.destination! >= list.length) {
         throw new AppError(
           'patch-failed',
@@ -263,6 +276,7 @@ function applyOne(root: Json, op: PatchOperation): void {
 export function applyFhirPathPatch<T extends object>(resource: T, parameters: unknown): T {
   const operations = parseFhirPathPatch(parameters);
   const copy = structuredClone(resource) as Json;
-  for (const op of operations) applyOne(copy, op);
+  const ctx = new PatchContext();
+  for (const op of operations) applyOne(ctx, copy, op);
   return copy as T;
 }

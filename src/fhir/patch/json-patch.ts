@@ -1,5 +1,5 @@
 // JSON Patch (RFC 6902) on a resource: https://hl7.org/fhir/R4/http.html#patch
-import { applyPatch } from 'rfc6902';
+import { applyPatch, Pointer } from 'rfc6902';
 import type { Operation } from 'rfc6902';
 import { AppError } from '../../errors.js';
 
@@ -21,6 +21,13 @@ function assertOperations(patch: unknown): asserts patch is Operation[] {
   });
 }
 
+/**
+ * What the `copy` operations of one patch may add, in characters of JSON: a copy duplicates a subtree, so a
+ * 1 KB patch of 22 copies of /name into /name/- made a 71 MB resource (each copy doubles it) and a few more
+ * exhaust the heap. The other operations add only what the body holds, which its size limit bounds.
+ */
+export const MAX_COPIED_CHARS = 16 * 1024 * 1024;
+
 /** Applies the patch to a copy of the resource; a failing operation (a test, a missing path) is 422. */
 export function applyJsonPatch<T>(resource: T, patch: unknown): T {
   assertOperations(patch);
@@ -34,7 +41,19 @@ export function applyJsonPatch<T>(resource: T, patch: unknown): T {
   })) as Operation[];
   // One operation at a time, stopping at the first that fails: rfc6902 reports most failures as
   // results but throws for some (a TypeError for `add /active` after the document became `true`).
+  let copied = 0;
   prefixed.forEach((op, i) => {
+    if (op.op === 'copy') {
+      // Measured before copying; the measuring costs at most what the limit allows, plus one subtree.
+      const value: unknown = Pointer.fromJSON(op.from).get(holder);
+      copied += value === undefined ? 0 : JSON.stringify(value).length;
+      if (copied > MAX_COPIED_CHARS) {
+        throw new AppError(
+          'patch-too-costly',
+          `JSON Patch operation ${i} (copy ${patch[i].path}): the copies of this patch add more than ${MAX_COPIED_CHARS} characters`,
+        );
+      }
+    }
     let error: Error | null;
     try {
       [error] = applyPatch(holder, [op]);

@@ -4,6 +4,10 @@
 // rate, size on disk and a search mix.
 // Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick] [--synthetic N] [--seed N]
 //                           [--no-workload] [--no-synthea] [--only workload,synthea,synthetic] [--keep-synthetic]
+//                           [--no-governance]
+//   With the workload on SQLite, the workload runs a second time with AMBIENT_SEARCH_WORKERS=0 (searches
+//   on the event loop, unbounded, as before the time budget: "sqlite-inline") and a table shows what
+//   running searches on the read workers costs; --no-governance skips that run.
 //   --quick: 10x fewer requests and 20,000 synthetic resources (a smoke run; the numbers are not comparable).
 //   --synthetic N: resources in the synthetic data set (default 1,000,000; 0 skips that part).
 //   --only synthetic: just the synthetic part (same as --no-workload --no-synthea).
@@ -47,6 +51,12 @@ if (!Number.isInteger(syntheticTotal) || syntheticTotal < 0 || !Number.isInteger
   process.exit(2);
 }
 if (syntheticTotal === 0) parts.synthetic = false;
+// What the search time budget costs: the same workload with searches on the event loop (no workers).
+if (parts.workload && backends.includes('sqlite') && !args.includes('--no-governance')) {
+  backends.splice(backends.indexOf('sqlite') + 1, 0, 'sqlite-inline');
+}
+/** The database a bench run uses: `sqlite-inline` is SQLite with AMBIENT_SEARCH_WORKERS=0. */
+const databaseOf = (backend) => (backend.startsWith('sqlite') ? 'sqlite' : 'postgres');
 
 // Medplum 5.0.10 on a machine of the same kind, medians of 4 runs (../shared/bench/README.md).
 const MEDPLUM = {
@@ -144,7 +154,11 @@ async function startServer(env) {
 
 /** The comparison workload, then the Synthea import and mix, on one fresh database. */
 async function workloadAndSynthea(backend) {
-  const env = { DATABASE_URL: await databaseUrl(backend), LOG_LEVEL: 'warn' };
+  const env = {
+    DATABASE_URL: await databaseUrl(databaseOf(backend)),
+    LOG_LEVEL: 'warn',
+    ...(backend === 'sqlite-inline' ? { AMBIENT_SEARCH_WORKERS: '0' } : {}),
+  };
   const password = await createAccount(env);
   const server = await startServer(env);
   try {
@@ -159,14 +173,14 @@ async function workloadAndSynthea(backend) {
           USERNAME: 'bench',
           PASSWORD: password,
           SERVER_PID: String(server.pid),
-          ...(backend === 'postgres' && postgresPid() ? { PG_PID: postgresPid() } : {}),
+          ...(databaseOf(backend) === 'postgres' && postgresPid() ? { PG_PID: postgresPid() } : {}),
           ...scale,
         },
       });
       results = JSON.parse(readFileSync(outFile, 'utf8'));
     }
     let synthea;
-    if (parts.synthea) {
+    if (parts.synthea && backend !== 'sqlite-inline') {
       const ingest = await importSynthea(BIN, env, FIXTURES, quick);
       const token = await tokenFor(server.url, password);
       const mix = await searchMix(server.url, token, { n: quick ? 40 : 200 });
@@ -205,7 +219,7 @@ async function benchSynthetic(backend, generated) {
 async function benchBackend(backend, generated) {
   const result = { backend };
   if (parts.workload || parts.synthea) Object.assign(result, await workloadAndSynthea(backend));
-  if (generated) result.synthetic = await benchSynthetic(backend, generated);
+  if (generated && backend !== 'sqlite-inline') result.synthetic = await benchSynthetic(backend, generated);
   return result;
 }
 
@@ -228,6 +242,35 @@ function table(runs) {
     lines.push(`| ${[phase, ...cells, medplum ?? '', ...ratios].join(' | ')} |`);
   }
   lines.push('', runs.map((r) => `${r.backend}: server peak RSS ${r.peakRssMb} MB`).join('; '));
+  return lines.join('\n');
+}
+
+/** Searches on the read workers (time budget, stoppable) against searches on the event loop, per phase. */
+function governanceTable(runs) {
+  const pool = runs.find((r) => r.backend === 'sqlite');
+  const inline = runs.find((r) => r.backend === 'sqlite-inline');
+  if (!pool?.results || !inline?.results) return '';
+  const header = [
+    'phase (SQLite)',
+    'read workers ops/s',
+    'p50 ms',
+    'p99 ms',
+    'event loop ops/s',
+    'p50 ms',
+    'p99 ms',
+    'workers / event loop',
+  ];
+  const lines = [
+    '\nWhat the search time budget costs (searches on read worker threads vs on the event loop):\n',
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+  ];
+  for (const phase of Object.keys(pool.results).filter((k) => /^W\d_search/.test(k))) {
+    const a = pool.results[phase];
+    const b = inline.results[phase];
+    const cost = `${(a.perSec / b.perSec).toFixed(2)}x`;
+    lines.push(`| ${[phase, a.perSec, a.lat.p50, a.lat.p99, b.perSec, b.lat.p50, b.lat.p99, cost].join(' | ')} |`);
+  }
   return lines.join('\n');
 }
 
@@ -302,7 +345,10 @@ try {
 console.log(
   `\nambient-fhir, ${cpus().length} cores (${cpus()[0].model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}${quick ? ', QUICK run' : ''}\n`,
 );
-if (parts.workload) console.log(table(runs));
+if (parts.workload) {
+  console.log(table(runs));
+  console.log(governanceTable(runs));
+}
 const withSynthea = runs.filter((r) => r.synthea);
 if (withSynthea.length > 0) {
   console.log(

@@ -35,6 +35,11 @@ export interface Config {
   readonly maxBundleEntries: number;
   /** AMBIENT_SEARCH_TIMEOUT_MS: the time one search (or count), or all the reads of one Bundle, may take. */
   readonly searchTimeoutMs: number;
+  /**
+   * AMBIENT_SEARCH_WORKERS: SQLite's search threads (default 2). 0 runs searches on the event loop, as
+   * before the time budget: no other request is answered while one runs, and none is stopped.
+   */
+  readonly searchWorkers: number;
   readonly referentialIntegrity: boolean;
   /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
@@ -220,6 +225,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     loginKnownAddressSeconds: integer('AMBIENT_LOGIN_KNOWN_ADDRESS_SECONDS', 14 * 86400, 0, MAX_COUNTER_WINDOW_SECONDS),
     maxBundleEntries: integer('AMBIENT_MAX_BUNDLE_ENTRIES', 1000, 1),
     searchTimeoutMs: integer('AMBIENT_SEARCH_TIMEOUT_MS', 10_000, 1, 3_600_000),
+    searchWorkers: integer('AMBIENT_SEARCH_WORKERS', 2, 0, 64),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
     sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
     scribe: Object.freeze({

@@ -5,8 +5,8 @@ import { SqliteDatabase } from './sqlite/sqlite-database.js';
 /** Opens the database DATABASE_URL names (CONTRACT.md: sqlite:<path>, sqlite::memory:, postgres://...). */
 export function openDatabase(
   databaseUrl: string,
-  options: { sqliteSynchronous?: 'full' | 'normal' } = {},
+  options: { sqliteSynchronous?: 'full' | 'normal'; searchWorkers?: number } = {},
 ): SqlDatabase {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) return new PostgresDatabase(databaseUrl);
-  return new SqliteDatabase(databaseUrl, options.sqliteSynchronous ?? 'full');
+  return new SqliteDatabase(databaseUrl, options.sqliteSynchronous ?? 'full', undefined, options.searchWorkers ?? 2);
 }

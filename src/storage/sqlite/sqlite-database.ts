@@ -116,7 +116,7 @@ export class SqliteDatabase implements SqlDatabase {
   /** `fsync` replaces the WAL file's fsync (tests); `readWorkers` is the size of the search pool. */
   constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full', fsync?: Fsync, readWorkers = 2) {
     const fileName = sqliteFileName(databaseUrl);
-    if (fileName !== ':memory:') this.readPool = new SqliteReadPool(fileName, readWorkers);
+    if (fileName !== ':memory:' && readWorkers > 0) this.readPool = new SqliteReadPool(fileName, readWorkers);
     this.writer = new ConnectionExecutor(open(fileName));
     this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
     if (fileName !== ':memory:') {
@@ -158,8 +158,9 @@ export class SqliteDatabase implements SqlDatabase {
   }
 
   /**
-   * A search: on the read pool. An in-memory database cannot be shared with other threads, so there it
-   * runs on the event loop and is only checked against its budget before it starts (tests, trials).
+   * A search: on the read pool. An in-memory database cannot be shared with other threads (and with
+   * AMBIENT_SEARCH_WORKERS=0 there is no pool), so there it runs on the event loop and is only checked
+   * against its budget before it starts.
    */
   async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
     if (this.readPool) return this.readPool.query<T>(sql, params, budget);

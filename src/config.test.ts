@@ -84,6 +84,18 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads the search time budget and the number of SQLite search threads', () => {
+    expect(loadConfig({})).toMatchObject({ searchTimeoutMs: 10_000, searchWorkers: 2 });
+    expect(loadConfig({ AMBIENT_SEARCH_TIMEOUT_MS: '250', AMBIENT_SEARCH_WORKERS: '0' })).toMatchObject({
+      searchTimeoutMs: 250,
+      searchWorkers: 0,
+    });
+    for (const bad of ['0', '-1', '2.5', 'ten']) {
+      expect(() => loadConfig({ AMBIENT_SEARCH_TIMEOUT_MS: bad }), bad).toThrow(/AMBIENT_SEARCH_TIMEOUT_MS/);
+    }
+    expect(() => loadConfig({ AMBIENT_SEARCH_WORKERS: '65' })).toThrow(/AMBIENT_SEARCH_WORKERS/);
+  });
+
   it('never prints a database password', () => {
     expect(redactUrl('postgres://app:secret@db:5432/fhir')).toBe('postgres://app:***@db:5432/fhir');
     let message = '';

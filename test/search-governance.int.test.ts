@@ -1,10 +1,13 @@
 // Issue 10 §1, resource governance, over HTTP on both databases: a search beyond the cost limits is
 // refused before it runs, one past its time budget is stopped with 422 `too-costly`, the event loop
 // answers /healthz while a long search runs, and a Bundle's searches share one budget.
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
-import { BACKENDS } from '../src/test-support/databases.js';
+import { BACKENDS, POSTGRES_TEST_URL } from '../src/test-support/databases.js';
 import { startTestApp } from '../src/test-support/test-app.js';
 import type { TestApp } from '../src/test-support/test-app.js';
 
@@ -186,5 +189,67 @@ describe.each(BACKENDS)('the event loop during a long search on %s', (backend) =
     expect(res.statusCode).toBe(200);
     expect(res.json().total).toBe(0);
     expect(answeredDuringSearch).toBe(true);
+  });
+});
+
+describe('a search whose client goes away, on postgres', () => {
+  let t: TestApp;
+  let token: string;
+
+  beforeAll(async () => {
+    t = await startTestApp('postgres', { AMBIENT_SEARCH_TIMEOUT_MS: '60000' });
+    token = await t.token();
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: { authorization: `Bearer ${token}`, 'content-type': FHIR_JSON },
+      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Gone' }] }),
+    });
+    const seeder = openDatabase(t.database.url);
+    // Enough rows that the search below runs for seconds.
+    await clonePatient(seeder, created.json().id as string, CLONES * 4);
+    await seeder.close();
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+  }, 180_000);
+
+  afterAll(async () => t?.close());
+
+  it('is cancelled in the database, not left running', async () => {
+    const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+    await admin.connect();
+    // Search statements that started before `before` and still run (other test files' are short).
+    const longSearches = async (before = "now() - interval '500 milliseconds'") =>
+      Number(
+        (
+          await admin.query(
+            `SELECT COUNT(*) AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '/*adhoc*/%' AND query_start < ${before}`,
+          )
+        ).rows[0].n,
+      );
+    try {
+      const { port } = t.app.server.address() as AddressInfo;
+      const client = httpRequest({
+        host: '127.0.0.1',
+        port,
+        // One statement of seconds: every name index row in order, each probed for the `:contains`.
+        path: '/fhir/Patient?name:contains=zzzz&_sort=name',
+        headers: { authorization: `Bearer ${token}` },
+      });
+      client.on('error', () => undefined);
+      client.end();
+      let seen = false;
+      for (let i = 0; i < 100 && !seen; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        seen = (await longSearches()) > 0;
+      }
+      expect(seen).toBe(true);
+      const [{ now }] = (await admin.query('SELECT now()::text AS now')).rows as { now: string }[];
+      client.destroy();
+      // Left running, the statement that was active when the client went away would still be there.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await longSearches(`'${now}'::timestamptz`)).toBe(0);
+    } finally {
+      await admin.end();
+    }
   });
 });

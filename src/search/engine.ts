@@ -26,7 +26,13 @@ export interface AmbientSearchEngine extends SearchEngine {
    * The ids of the resources of `type` matching a query string (`identifier=sys|value`), at most
    * `limit`: for conditional references, creates and updates. Unknown parameters are an error here.
    */
-  findIds(executor: SqlExecutor, type: string, query: string, limit?: number): Promise<string[]>;
+  findIds(
+    executor: SqlExecutor,
+    type: string,
+    query: string,
+    canSearch: (type: string) => boolean,
+    limit?: number,
+  ): Promise<string[]>;
 }
 
 export function createSearchCatalog(registry: R4Registry, baseUrl: string): SearchCatalog {
@@ -154,7 +160,13 @@ export function createSearchEngine(
     );
   }
 
-  async function findIds(executor: SqlExecutor, type: string, query: string, limit = 2): Promise<string[]> {
+  async function findIds(
+    executor: SqlExecutor,
+    type: string,
+    query: string,
+    canSearch: (type: string) => boolean,
+    limit = 2,
+  ): Promise<string[]> {
     if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
     const parsed = parseSearch([...new URLSearchParams(query)]);
     const plan = planSearch(parsed, [type], {
@@ -162,7 +174,7 @@ export function createSearchEngine(
       references: catalog.references,
       now: Date.now(),
       strict: true,
-      canSearch: () => true,
+      canSearch,
     });
     const statement = compileMatches(plan, executor.dialect, 'id', limit);
     const rows = await executor.query<{ id: string }>(statement.text, statement.params);

@@ -21,6 +21,11 @@ export async function patchInteraction(
   ifMatch?: number,
 ): Promise<FhirResponse> {
   requireAccess(request, 'update', type);
+  // A patch is applied to the stored resource, so its outcome tells about that resource: a JSON Patch
+  // `test` answers yes or no, an operation on a missing path fails, a FHIRPath path (with where())
+  // selects or not, and validating the result can quote values a `copy` or `move` placed elsewhere.
+  // Any PATCH therefore needs `r` as well as `u` (PUT, which replaces the whole resource, needs only `u`).
+  requireAccess(request, 'read', type);
   assertValidId(id);
   // Read, patch and write under one row lock: a concurrent update waits rather than being overwritten.
   return request.services.store.transaction(async (store) => {
@@ -40,6 +45,6 @@ export async function patchInteraction(
     }
     const resource = acceptResource(request.services, type, patched, id);
     const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
-    return writeResponse(request.services, stored, 200);
+    return writeResponse(request, stored, 200);
   });
 }

@@ -20,6 +20,7 @@ import { patchInteraction } from './patch.js';
 import { readInteraction } from './read.js';
 import { updateInteraction } from './update.js';
 import { vreadInteraction } from './vread.js';
+import { writeResponse } from './write-response.js';
 
 /** processingRank of GET/HEAD entries. */
 const READS = 3;
@@ -71,7 +72,11 @@ async function perform(request: FhirRequest, entry: PlannedEntry): Promise<FhirR
   const { action, resource } = entry;
   switch (action.kind) {
     case 'create':
-      return createInteraction(request, action.type, resource, { id: entry.assignedId });
+      // A transaction resolved ifNoneExist while planning (and assigned the id); a batch entry has not.
+      return createInteraction(request, action.type, resource, {
+        id: entry.assignedId,
+        ifNoneExist: entry.assignedId === undefined ? action.ifNoneExist : undefined,
+      });
     case 'update':
       return updateInteraction(request, action.type, action.id, resource, action.ifMatch);
     case 'conditional-update':
@@ -267,8 +272,13 @@ export async function bundleInteraction(
     for (const entry of order) {
       try {
         if (entry.existing) {
-          const existing = await readInteraction(txRequest, entry.action.type, entry.assignedId!);
-          results[entry.index] = responseEntry(txRequest, { ...existing, status: 200 }, options);
+          // ifNoneExist found its match: answered like a conditional create that finds one (200, the
+          // resource only for a caller that may read it), nothing is written.
+          const { type: existingType } = entry.action;
+          const existing = await store.read(existingType, entry.assignedId!);
+          if (!existing || existing.deleted)
+            throw new AppError('resource-deleted', `${existingType}/${entry.assignedId} was deleted`);
+          results[entry.index] = responseEntry(txRequest, writeResponse(txRequest, existing, 200), options);
           continue;
         }
         const response = await perform(txRequest, entry);

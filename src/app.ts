@@ -10,6 +10,7 @@ import type { R4Registry } from './definitions/registry.js';
 import { AppError } from './errors.js';
 import { createFhirServices } from './fhir/create-services.js';
 import { registerBodyParsers } from './http/body-parsers.js';
+import { registerFhirCacheControl } from './http/cache-control.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
 import { scribeRoutes } from './scribe/routes.js';
@@ -44,6 +45,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   app.setErrorHandler(errorHandler);
   registerBodyParsers(app);
+  registerFhirCacheControl(app);
   await app.register(formbody, { bodyLimit: config.maxBodyBytes });
   if (config.corsOrigins.length > 0) {
     await app.register(cors, {

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import { AppError, operationOutcomeFor } from '../../errors.js';
 import { bundleJson } from '../bundle.js';
+import { parseJsonBytes } from '../json-limits.js';
 import type { BundleEntry } from '../bundle.js';
 import { parseEntryRequest, processingRank } from '../bundle-entry-request.js';
 import type { EntryAction } from '../bundle-entry-request.js';
@@ -46,8 +47,10 @@ export interface BundleOptions {
   readonly returnResources: boolean;
 }
 
-function entryLabel(entry: { index: number; action?: EntryAction }, input: InputEntry): string {
-  const request = input.request as { method?: unknown; url?: unknown } | undefined;
+function entryLabel(entry: { index: number; action?: EntryAction }, input: InputEntry | null | undefined): string {
+  // The entry is client JSON: it may be null or not an object at all (`"entry": [null]`).
+  const request = (input && typeof input === 'object' ? input.request : undefined) as
+    { method?: unknown; url?: unknown } | undefined;
   return `Bundle.entry[${entry.index}] (${String(request?.method ?? '?')} ${String(request?.url ?? '?')})`;
 }
 
@@ -83,9 +86,11 @@ async function perform(request: FhirRequest, entry: PlannedEntry): Promise<FhirR
       return conditionalUpdateInteraction(request, action.type, action.query, resource, action.ifMatch);
     case 'patch': {
       // In a Bundle, a JSON Patch travels as a Binary (bundle.html#patch); FHIRPath Patch as Parameters.
-      const binary = resource as { resourceType?: string; data?: string } | undefined;
+      const binary = resource as { resourceType?: unknown; data?: unknown } | undefined;
       if (binary?.resourceType === 'Binary') {
-        const patch = JSON.parse(Buffer.from(binary.data ?? '', 'base64').toString('utf8')) as unknown;
+        // Decoded with the limits of a request body: the Bundle's own depth check never saw inside `data`.
+        const data = typeof binary.data === 'string' ? binary.data : '';
+        const patch = parseJsonBytes(Buffer.from(data, 'base64'), 'The JSON Patch in the Binary');
         return patchInteraction(request, action.type, action.id, 'json-patch', patch, action.ifMatch);
       }
       return patchInteraction(request, action.type, action.id, 'fhirpath-patch', resource, action.ifMatch);

@@ -51,4 +51,13 @@ describe('applyJsonPatch against the fhir-test-cases JSON Patch suite', () => {
       expect.objectContaining({ code: 'patch-failed', message: expect.stringContaining('operation 1 (add /active)') }),
     );
   });
+
+  it('refuses copies that would grow the document past maxBytes before making them (64 doublings)', () => {
+    const patch = Array.from({ length: 64 }, () => ({ op: 'copy', from: '/a', path: '/a/-' }));
+    const started = Date.now();
+    expect(() => applyJsonPatch({ a: ['x'.repeat(100)] }, patch, 1024 * 1024)).toThrow(
+      expect.objectContaining({ code: 'patch-failed', message: expect.stringContaining('more than 1048576 bytes') }),
+    );
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
 });

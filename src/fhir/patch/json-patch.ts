@@ -21,9 +21,29 @@ function assertOperations(patch: unknown): asserts patch is Operation[] {
   });
 }
 
-/** Applies the patch to a copy of the resource; a failing operation (a test, a missing path) is 422. */
-export function applyJsonPatch<T>(resource: T, patch: unknown): T {
+/** The value a JSON Pointer (RFC 6901) names in `doc`, or undefined when there is none. */
+function valueAt(doc: unknown, pointer: string): unknown {
+  if (pointer === '') return doc;
+  let node = doc;
+  for (const raw of pointer.split('/').slice(1)) {
+    if (node === null || typeof node !== 'object') return undefined;
+    const key = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    if (!Object.prototype.hasOwnProperty.call(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+/**
+ * Applies the patch to a copy of the resource; a failing operation (a test, a missing path) is 422.
+ * `copy` is the one operation that makes a document larger than the patch that asks for it (each copy
+ * of the whole document doubles it), so copies are counted against `maxBytes` as they are made: a
+ * patch whose copies add more than that is refused (422) before it can exhaust memory. The caller
+ * checks the size and depth of the result.
+ */
+export function applyJsonPatch<T>(resource: T, patch: unknown, maxBytes = Infinity): T {
   assertOperations(patch);
+  let copied = 0;
   const copy = structuredClone(resource);
   // rfc6902 patches objects in place; wrapping lets an operation on "" replace the whole document.
   const holder = { doc: copy };
@@ -37,8 +57,19 @@ export function applyJsonPatch<T>(resource: T, patch: unknown): T {
   prefixed.forEach((op, i) => {
     let error: Error | null;
     try {
+      if (op.op === 'copy') {
+        const value = valueAt(holder, op.from);
+        copied += value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
+        if (copied > maxBytes) {
+          throw new AppError(
+            'patch-failed',
+            `JSON Patch operation ${i} (copy ${patch[i].path}): the copies add more than ${maxBytes} bytes, the most a resource may have`,
+          );
+        }
+      }
       [error] = applyPatch(holder, [op]);
     } catch (thrown) {
+      if (thrown instanceof AppError) throw thrown;
       error = thrown instanceof Error ? thrown : new Error(String(thrown));
     }
     if (error) {

@@ -3,6 +3,7 @@ import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
 import Fastify from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { LOG_SERIALIZERS } from './logger.js';
 import type { Logger } from './logger.js';
 import type { AuthModule } from './auth/principal.js';
 import type { Config } from './config.js';
@@ -33,7 +34,10 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const { config, db, definitions, auth } = parts;
   const app = Fastify({
     ...(parts.https ? { https: { cert: parts.https.cert, key: parts.https.key } } : {}),
-    ...(parts.logger ? { loggerInstance: parts.logger as FastifyBaseLogger } : { logger: false }),
+    // Whatever logger is given, requests are logged by path, never with their query string (logger.ts).
+    ...(parts.logger
+      ? { loggerInstance: parts.logger.child({}, { serializers: LOG_SERIALIZERS }) as FastifyBaseLogger }
+      : { logger: false }),
     bodyLimit: config.maxBodyBytes,
     // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same
     // OperationOutcome (or OAuth error) as every other error.

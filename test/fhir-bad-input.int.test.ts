@@ -67,6 +67,29 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
     }
   });
 
+  it('a FHIRPath Patch whose parameters or parts are not objects: 400 naming them', async () => {
+    const id = await newPatient();
+    const operation = (part: unknown[]) => ({ name: 'operation', part });
+    for (const parameter of [
+      [null],
+      [5],
+      [operation([null])],
+      [
+        operation([
+          { name: 'type', valueCode: 'add' },
+          { name: 'path', valueString: 'Patient' },
+          { name: 'name', valueString: 'contact' },
+          { name: 'value', part: [null, { name: 'gender', valueCode: 'male' }] },
+        ]),
+      ],
+    ]) {
+      const res = await send('PATCH', `/fhir/Patient/${id}`, { resourceType: 'Parameters', parameter });
+      expect(res.statusCode, res.body.slice(0, 300)).toBe(400);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+    }
+    expect(await versionOf(id)).toBe('1');
+  });
+
   it('a transaction or batch whose entry is null: 400 naming the entry (batch: that entry fails)', async () => {
     const transaction = await send('POST', '/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [null] });
     expectOutcome(transaction, 400, 'Bundle.entry[0]');

@@ -6,14 +6,18 @@ import { AppError } from '../errors.js';
 /** Deeper than any FHIR resource needs, shallow enough for every recursive walk. */
 export const MAX_JSON_DEPTH = 64;
 
-/** How deep a JSON value nests (0 for a primitive, 1 for an object of primitives), walked without recursion. */
-export function jsonDepth(value: unknown): number {
+/**
+ * How deep a JSON value nests (0 for a primitive, 1 for an object of primitives), walked without
+ * recursion; the walk stops as soon as it passes `stopAbove` (then the answer is stopAbove + 1).
+ */
+export function jsonDepth(value: unknown, stopAbove = Infinity): number {
   let max = 0;
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
     const [node, depth] = stack.pop()!;
     if (node === null || typeof node !== 'object') continue;
     if (depth > max) max = depth;
+    if (max > stopAbove) return max;
     for (const child of Object.values(node))
       if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
   }
@@ -22,15 +26,8 @@ export function jsonDepth(value: unknown): number {
 
 /** Refuses (400 invalid-json) JSON nested deeper than MAX_JSON_DEPTH; `what` names it in the message. */
 export function assertJsonDepth(value: unknown, what: string): void {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth > MAX_JSON_DEPTH) {
-      throw new AppError('invalid-json', `${what} is nested deeper than ${MAX_JSON_DEPTH} levels`);
-    }
-    for (const child of Object.values(node))
-      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+  if (jsonDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+    throw new AppError('invalid-json', `${what} is nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
 }
 

@@ -59,7 +59,7 @@ export async function patchInteraction(
  * larger than AMBIENT_MAX_BODY_BYTES. Depth is checked first, so serialising to measure is safe.
  */
 function assertWithinBodyLimits(resource: FhirResource, maxBytes: number): void {
-  if (jsonDepth(resource) > MAX_JSON_DEPTH) {
+  if (jsonDepth(resource, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
     throw new AppError('patch-failed', `The patched resource would be nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
   const bytes = Buffer.byteLength(JSON.stringify(resource));

@@ -3,6 +3,7 @@ import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
 import Fastify from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { LOG_SERIALIZERS } from './logger.js';
 import type { Logger } from './logger.js';
 import type { AuthModule } from './auth/principal.js';
 import type { Config } from './config.js';
@@ -10,6 +11,7 @@ import type { R4Registry } from './definitions/registry.js';
 import { AppError } from './errors.js';
 import { createFhirServices } from './fhir/create-services.js';
 import { registerBodyParsers } from './http/body-parsers.js';
+import { registerFhirCacheControl } from './http/cache-control.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
 import { serverTimeouts } from './http/server-timeouts.js';
@@ -38,7 +40,10 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       : { http: { ...timeouts.node } }),
     requestTimeout: timeouts.requestTimeout,
     keepAliveTimeout: timeouts.keepAliveTimeout,
-    ...(parts.logger ? { loggerInstance: parts.logger as FastifyBaseLogger } : { logger: false }),
+    // Whatever logger is given, requests are logged by path, never with their query string (logger.ts).
+    ...(parts.logger
+      ? { loggerInstance: parts.logger.child({}, { serializers: LOG_SERIALIZERS }) as FastifyBaseLogger }
+      : { logger: false }),
     bodyLimit: config.maxBodyBytes,
     // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same
     // OperationOutcome (or OAuth error) as every other error.
@@ -51,6 +56,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   app.setErrorHandler(errorHandler);
   registerBodyParsers(app);
+  registerFhirCacheControl(app);
   await app.register(formbody, { bodyLimit: config.maxBodyBytes });
   if (config.corsOrigins.length > 0) {
     await app.register(cors, {

@@ -39,7 +39,6 @@ export const ERROR_CATALOG = {
   'reference-not-found': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
-  'patch-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   // FHIRPath and regular expressions that arrive in a request (src/fhirpath/request-fhirpath.ts).
   'fhirpath-unsupported': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
   'fhirpath-too-complex': { status: 400, issueType: 'too-costly', oauthError: 'invalid_request' },

@@ -1,18 +1,48 @@
 import { pino } from 'pino';
-import type { Logger as PinoLogger } from 'pino';
+import type { DestinationStream, Logger as PinoLogger } from 'pino';
 
 export type Logger = PinoLogger;
 
+/** What a log line may know of a request (a FastifyRequest, or Node's raw request before routing). */
+interface LoggedRequest {
+  readonly method?: string;
+  readonly url?: string;
+  readonly ip?: string;
+  readonly routeOptions?: { readonly url?: string };
+}
+
 /**
- * JSON lines on stdout (CONTRACT.md). Request logs carry method, URL and status only: headers and bodies
- * are never logged, and these paths are censored should a log call ever include them.
+ * A request as log lines show it: method, path and route pattern, never the query string. Searches put
+ * names, identifiers and diagnosis codes there, and a client that sends its credentials to the token
+ * endpoint in the URL puts a password there. Fastify's own serializer logs `req.url` whole; this one
+ * replaces it (see buildApp), so the request lines Fastify writes ("incoming request") hold no query.
  */
-export function createLogger(level: string): Logger {
-  return pino({
+export function requestLogFields(request: LoggedRequest): Record<string, unknown> {
+  const url = request.url ?? '';
+  const query = url.indexOf('?');
+  return {
+    method: request.method,
+    path: query < 0 ? url : url.slice(0, query),
+    route: request.routeOptions?.url,
+    remoteAddress: request.ip,
+  };
+}
+
+export const LOG_SERIALIZERS = { req: requestLogFields };
+
+/**
+ * JSON lines on stdout (CONTRACT.md), or on `destination` (tests). Request logs carry method, path and
+ * status only: query strings, headers and bodies are never logged, and these paths are censored should
+ * a log call ever include them.
+ */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options = {
     level,
+    serializers: LOG_SERIALIZERS,
     redact: {
       paths: ['req.headers.authorization', 'headers.authorization', 'password', 'access_token', 'token', '*.password'],
       censor: '[redacted]',
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -203,6 +203,25 @@ describe.each(BACKENDS)('Bundles on %s', (backend) => {
   });
 
   describe('batch', () => {
+    it("honours ifNoneExist on POST entries: the second batch finds the first one's resource (200)", async () => {
+      const value = randomUUID();
+      const entry: Entry = {
+        resource: { resourceType: 'Patient', identifier: [{ system: 'http://example.org/mrn', value }] },
+        request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=http://example.org/mrn|${value}` },
+      };
+      const first = (await post(bundle('batch', [entry]))).json().entry[0].response;
+      const second = (await post(bundle('batch', [entry]))).json().entry[0].response;
+      expect(first.status).toBe('201 Created');
+      expect(second.status).toBe('200 OK');
+      expect(second.location).toBe(first.location);
+      const found = await t.app.inject({
+        method: 'GET',
+        url: `/fhir/Patient?identifier=${encodeURIComponent(`http://example.org/mrn|${value}`)}`,
+        headers: auth,
+      });
+      expect(found.json().entry).toHaveLength(1);
+    });
+
     it('processes entries independently, each with its own response or OperationOutcome', async () => {
       const res = await post(
         bundle('batch', [

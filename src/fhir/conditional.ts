@@ -1,6 +1,7 @@
 // Conditional interactions find their target by a search (https://hl7.org/fhir/R4/http.html#cond-update).
 import { createHash } from 'node:crypto';
 import { AppError } from '../errors.js';
+import { requireAccess } from './access.js';
 import type { SqlExecutor } from '../storage/sql/database.js';
 import type { FhirRequest } from './services.js';
 
@@ -32,7 +33,9 @@ export function parseCriteria(type: string, query: string): [string, string][] {
 /**
  * The ids of the resources of `type` that match the criteria (at most `limit`), searched inside the
  * write transaction `tx`. Criteria are searched strictly: an unknown parameter is an error, never
- * silently ignored (that would match everything).
+ * silently ignored (that would match everything). They obey the caller's search scopes like any
+ * search: `s` on `type` itself, and a 403 for a chain or `_has` through a type the caller may not
+ * search, since whether a conditional write matches (200 or 201, deleted or not) tells about the data.
  */
 export async function findMatches(
   request: FhirRequest,
@@ -41,7 +44,9 @@ export async function findMatches(
   criteria: [string, string][],
   limit = 2,
 ): Promise<string[]> {
-  return request.services.search.findIds(tx, type, new URLSearchParams(criteria).toString(), limit);
+  requireAccess(request, 'search', type);
+  const canSearch = (t: string) => request.principal.canFhir('search', t);
+  return request.services.search.findIds(tx, type, new URLSearchParams(criteria).toString(), canSearch, limit);
 }
 
 /**

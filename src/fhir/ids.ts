@@ -7,6 +7,11 @@ export function assertValidId(id: string): void {
   if (!ID_PATTERN.test(id)) {
     throw new AppError('invalid-id', `"${id}" is not a valid resource id (1-64 of A-Z a-z 0-9 - .)`);
   }
+  // R4's pattern allows them, but `.` and `..` are path segments that every URL client and proxy
+  // resolves (RFC 3986 §5.2.4): `Patient/..` would be a Location that points somewhere else.
+  if (id === '.' || id === '..') {
+    throw new AppError('invalid-id', `"${id}" cannot be a resource id: it is a relative path segment`);
+  }
 }
 
 export function parseVersionId(raw: string): number {

@@ -41,9 +41,17 @@ export interface SearchEngine {
   /**
    * The ids of the resources of `type` matching search criteria (`identifier=sys|value`), at most
    * `limit`, read through `executor` (a write transaction, so conditional writes see their own
-   * transaction and hold its locks). Unknown parameters are an error here, never ignored.
+   * transaction and hold its locks). Unknown parameters are an error here, never ignored. `canSearch`
+   * is the caller's search scope: a chain or `_has` through a type it may not search is a 403, exactly
+   * as in a search, so that criteria cannot probe data the caller may not see.
    */
-  findIds(executor: SqlExecutor, type: string, query: string, limit?: number): Promise<string[]>;
+  findIds(
+    executor: SqlExecutor,
+    type: string,
+    query: string,
+    canSearch: (type: string) => boolean,
+    limit?: number,
+  ): Promise<string[]>;
   /** The parameters the engine supports on a type, for the CapabilityStatement. */
   capabilitySearchParams(type: string): CapabilitySearchParam[];
 }

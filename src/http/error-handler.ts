@@ -42,16 +42,25 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
   return reply.type('application/fhir+json; charset=utf-8').send(JSON.stringify(operationOutcomeFor(error)));
 }
 
+/**
+ * The one error handler. An AppError is answered as its catalog entry says, and Fastify's own errors
+ * (body limits, content types, routing) are mapped to entries. Anything else is unexpected: a bug, a
+ * corrupt stored resource, a database failure. That is a 500 with a generic message (no internals for
+ * the client) and a log line with the stack. Bad input must never get here: every place that parses
+ * request input throws an AppError itself, so a TypeError, RangeError or SyntaxError is always ours.
+ */
 export function errorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  let appError: AppError;
-  const fastifyCode = (error as { code?: unknown }).code;
-  if (error instanceof AppError) appError = error;
-  else if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_'))
-    appError = fromFastifyError(error as FastifyError);
-  else if (error instanceof RangeError || error instanceof SyntaxError) {
-    // Deeply nested or malformed input that broke a parser: the client's fault, not ours.
-    appError = new AppError('bad-request', 'The request could not be processed: malformed or too deeply nested');
-  } else appError = fromFastifyError(error as FastifyError);
+  const { code, statusCode } = (error ?? {}) as { code?: unknown; statusCode?: unknown };
+  // Fastify and its plugins label the errors they raise (an FST_ code, an http-errors statusCode).
+  const labelled =
+    (typeof code === 'string' && code.startsWith('FST_')) ||
+    (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500);
+  const appError =
+    error instanceof AppError
+      ? error
+      : labelled
+        ? fromFastifyError(error as FastifyError)
+        : new AppError('internal', 'Internal server error');
   if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
   return sendError(request, reply, appError);
 }

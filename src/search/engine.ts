@@ -32,7 +32,13 @@ export interface AmbientSearchEngine extends SearchEngine {
    * The ids of the resources of `type` matching a query string (`identifier=sys|value`), at most
    * `limit`: for conditional references, creates and updates. Unknown parameters are an error here.
    */
-  findIds(executor: SqlExecutor, type: string, query: string, limit?: number): Promise<string[]>;
+  findIds(
+    executor: SqlExecutor,
+    type: string,
+    query: string,
+    canSearch: (type: string) => boolean,
+    limit?: number,
+  ): Promise<string[]>;
 }
 
 export function createSearchCatalog(registry: R4Registry, baseUrl: string): SearchCatalog {
@@ -198,7 +204,13 @@ export function createSearchEngine(
     }
   }
 
-  async function findIds(executor: SqlExecutor, type: string, query: string, limit = 2): Promise<string[]> {
+  async function findIds(
+    executor: SqlExecutor,
+    type: string,
+    query: string,
+    canSearch: (type: string) => boolean,
+    limit = 2,
+  ): Promise<string[]> {
     if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
     const parsed = parseSearch([...new URLSearchParams(query)]);
     const plan = planSearch(parsed, [type], {
@@ -206,7 +218,7 @@ export function createSearchEngine(
       references: catalog.references,
       now: Date.now(),
       strict: true,
-      canSearch: () => true,
+      canSearch,
     });
     checkCost(parsed, plan);
     const statement = compileMatches(plan, executor.dialect, 'id', limit);

@@ -35,7 +35,7 @@ export async function conditionalUpdateInteraction(
       const { stored } = bodyId
         ? await store.update({ ...resource, id: bodyId }, { ifMatch })
         : await store.create(resource);
-      return writeResponse(request.services, stored, 201);
+      return writeResponse(request, stored, 201);
     }
     const id = matches[0];
     if (bodyId !== undefined && bodyId !== id) {
@@ -43,6 +43,6 @@ export async function conditionalUpdateInteraction(
     }
     const resource = acceptResource(request.services, type, { ...(body as object), id }, id);
     const { stored } = await store.update({ ...resource, id }, { ifMatch });
-    return writeResponse(request.services, stored, 200);
+    return writeResponse(request, stored, 200);
   });
 }

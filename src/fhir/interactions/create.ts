@@ -26,7 +26,7 @@ export async function createInteraction(
   const { store } = request.services;
   if (options.ifNoneExist === undefined) {
     const { stored } = await store.create(resource, { id: options.id });
-    return writeResponse(request.services, stored, 201);
+    return writeResponse(request, stored, 201);
   }
   requireAccess(request, 'search', type);
   const criteria = parseCriteria(type, options.ifNoneExist);
@@ -40,10 +40,10 @@ export async function createInteraction(
       // Already there: answer it as it is (200), create nothing.
       const existing = await txStore.read(type, matches[0]);
       if (existing && !existing.deleted) {
-        return writeResponse(request.services, existing, 200);
+        return writeResponse(request, existing, 200);
       }
     }
     const { stored } = await txStore.create(resource, { id: options.id });
-    return writeResponse(request.services, stored, 201);
+    return writeResponse(request, stored, 201);
   });
 }

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import { AppError, operationOutcomeFor } from '../../errors.js';
 import { bundleJson } from '../bundle.js';
+import { parseJsonBytes } from '../json-limits.js';
 import type { BundleEntry } from '../bundle.js';
 import { parseEntryRequest, processingRank } from '../bundle-entry-request.js';
 import type { EntryAction } from '../bundle-entry-request.js';
@@ -20,6 +21,7 @@ import { patchInteraction } from './patch.js';
 import { readInteraction } from './read.js';
 import { updateInteraction } from './update.js';
 import { vreadInteraction } from './vread.js';
+import { writeResponse } from './write-response.js';
 
 /** processingRank of GET/HEAD entries. */
 const READS = 3;
@@ -45,8 +47,10 @@ export interface BundleOptions {
   readonly returnResources: boolean;
 }
 
-function entryLabel(entry: { index: number; action?: EntryAction }, input: InputEntry): string {
-  const request = input.request as { method?: unknown; url?: unknown } | undefined;
+function entryLabel(entry: { index: number; action?: EntryAction }, input: InputEntry | null | undefined): string {
+  // The entry is client JSON: it may be null or not an object at all (`"entry": [null]`).
+  const request = (input && typeof input === 'object' ? input.request : undefined) as
+    { method?: unknown; url?: unknown } | undefined;
   return `Bundle.entry[${entry.index}] (${String(request?.method ?? '?')} ${String(request?.url ?? '?')})`;
 }
 
@@ -71,16 +75,22 @@ async function perform(request: FhirRequest, entry: PlannedEntry): Promise<FhirR
   const { action, resource } = entry;
   switch (action.kind) {
     case 'create':
-      return createInteraction(request, action.type, resource, { id: entry.assignedId });
+      // A transaction resolved ifNoneExist while planning (and assigned the id); a batch entry has not.
+      return createInteraction(request, action.type, resource, {
+        id: entry.assignedId,
+        ifNoneExist: entry.assignedId === undefined ? action.ifNoneExist : undefined,
+      });
     case 'update':
       return updateInteraction(request, action.type, action.id, resource, action.ifMatch);
     case 'conditional-update':
       return conditionalUpdateInteraction(request, action.type, action.query, resource, action.ifMatch);
     case 'patch': {
       // In a Bundle, a JSON Patch travels as a Binary (bundle.html#patch); FHIRPath Patch as Parameters.
-      const binary = resource as { resourceType?: string; data?: string } | undefined;
+      const binary = resource as { resourceType?: unknown; data?: unknown } | undefined;
       if (binary?.resourceType === 'Binary') {
-        const patch = JSON.parse(Buffer.from(binary.data ?? '', 'base64').toString('utf8')) as unknown;
+        // Decoded with the limits of a request body: the Bundle's own depth check never saw inside `data`.
+        const data = typeof binary.data === 'string' ? binary.data : '';
+        const patch = parseJsonBytes(Buffer.from(data, 'base64'), 'The JSON Patch in the Binary');
         return patchInteraction(request, action.type, action.id, 'json-patch', patch, action.ifMatch);
       }
       return patchInteraction(request, action.type, action.id, 'fhirpath-patch', resource, action.ifMatch);
@@ -267,8 +277,13 @@ export async function bundleInteraction(
     for (const entry of order) {
       try {
         if (entry.existing) {
-          const existing = await readInteraction(txRequest, entry.action.type, entry.assignedId!);
-          results[entry.index] = responseEntry(txRequest, { ...existing, status: 200 }, options);
+          // ifNoneExist found its match: answered like a conditional create that finds one (200, the
+          // resource only for a caller that may read it), nothing is written.
+          const { type: existingType } = entry.action;
+          const existing = await store.read(existingType, entry.assignedId!);
+          if (!existing || existing.deleted)
+            throw new AppError('resource-deleted', `${existingType}/${entry.assignedId} was deleted`);
+          results[entry.index] = responseEntry(txRequest, writeResponse(txRequest, existing, 200), options);
           continue;
         }
         const response = await perform(txRequest, entry);

@@ -16,7 +16,13 @@ export async function updateInteraction(
   requireAccess(request, 'update', type);
   assertValidId(id);
   const resource = acceptResource(request.services, type, body, id);
-  // Update-as-create: a PUT to an id that does not exist yet creates it with that id (201).
-  const { stored, created } = await request.services.store.update({ ...resource, id }, { ifMatch });
-  return writeResponse(request.services, stored, created ? 201 : 200);
+  // Update-as-create: a PUT to an id that does not exist yet (or was deleted) creates it with that id
+  // (201). That is a create, so it needs `c` (SMART v2). Whether it creates is known only once the
+  // store has locked the row, so the check comes after the write, inside its transaction: a refusal
+  // rolls the write back and nothing is stored.
+  return request.services.store.transaction(async (store) => {
+    const { stored, created } = await store.update({ ...resource, id }, { ifMatch });
+    if (created) requireAccess(request, 'create', type);
+    return writeResponse(request, stored, created ? 201 : 200);
+  });
 }

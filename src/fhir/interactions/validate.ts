@@ -19,6 +19,19 @@ function resourceToValidate(body: unknown, type: string): { resource: unknown; m
     type !== 'Parameters'
   ) {
     const parameters = (body as ParametersLike).parameter ?? [];
+    // Client JSON: refuse what is not a list of parameter objects before looking into it.
+    if (!Array.isArray(parameters)) {
+      throw new AppError('bad-request', 'Parameters.parameter must be an array of parameters', {
+        expression: 'Parameters.parameter',
+      });
+    }
+    parameters.forEach((p, i) => {
+      if (!p || typeof p !== 'object' || Array.isArray(p)) {
+        throw new AppError('bad-request', `Parameters.parameter[${i}] must be an object with a name`, {
+          expression: `Parameters.parameter[${i}]`,
+        });
+      }
+    });
     const mode = parameters.find((p) => p.name === 'mode')?.valueCode;
     const resource = parameters.find((p) => p.name === 'resource')?.resource;
     return { resource, mode };

@@ -1,19 +1,25 @@
 import type { StoredVersion } from '../../storage/store.js';
 import type { FhirResponse } from '../response.js';
-import type { FhirServices } from '../services.js';
+import type { FhirRequest, FhirServices } from '../services.js';
 
 export function versionUrl(services: FhirServices, type: string, id: string, versionId: number): string {
   return `${services.baseUrl}/${type}/${id}/_history/${versionId}`;
 }
 
-/** The answer to a create, update or patch: the written resource with its Location and ETag. */
-export function writeResponse(services: FhirServices, stored: StoredVersion, status: number): FhirResponse {
+/**
+ * The answer to a create, update or patch: the written resource with its Location and ETag. The
+ * resource goes back only to a caller whose scopes grant `r` on its type (SMART v2: writing is not
+ * reading); otherwise the answer is what `Prefer: return=minimal` gives, whatever the client prefers.
+ * That matters most for a conditional create that finds its match, whose body is the stored resource.
+ */
+export function writeResponse(request: FhirRequest, stored: StoredVersion, status: number): FhirResponse {
+  const mayRead = request.principal.canFhir('read', stored.type);
   return {
     status,
-    body: stored.content ?? undefined,
+    body: mayRead ? (stored.content ?? undefined) : undefined,
     versionId: stored.versionId,
     lastModified: stored.lastUpdated,
-    location: versionUrl(services, stored.type, stored.id, stored.versionId),
+    location: versionUrl(request.services, stored.type, stored.id, stored.versionId),
     isWrite: true,
     accessed: [`${stored.type}/${stored.id}`],
   };

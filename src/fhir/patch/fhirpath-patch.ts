@@ -26,6 +26,14 @@ interface PatchOperation {
 
 const TYPES = new Set(['add', 'insert', 'delete', 'replace', 'move']);
 
+/** Client JSON: a parameter or part must be an object before anything looks into it. */
+function assertPart(part: unknown, what: string): asserts part is Part {
+  if (!part || typeof part !== 'object' || Array.isArray(part)) {
+    const got = part === null ? 'null' : Array.isArray(part) ? 'an array' : typeof part;
+    throw new AppError('bad-request', `${what} must be an object, got ${got}`);
+  }
+}
+
 /** The value of a part: its value[x], or an object built from its sub-parts (for complex values). */
 function partValue(part: Part): unknown {
   const valueKey = Object.keys(part).find((k) => k.startsWith('value') && k.length > 5);
@@ -33,6 +41,7 @@ function partValue(part: Part): unknown {
   if (Array.isArray(part.part)) {
     const object: Json = {};
     for (const child of part.part) {
+      assertPart(child, 'A part of a FHIRPath Patch value');
       if (!child.name) continue;
       const value = partValue(child);
       if (value === undefined) continue;
@@ -55,9 +64,11 @@ export function parseFhirPathPatch(parameters: unknown): PatchOperation[] {
     );
   }
   return p.parameter.map((parameter, i) => {
+    assertPart(parameter, `Parameter ${i} of the patch`);
     if (parameter.name !== 'operation' || !Array.isArray(parameter.part)) {
       throw new AppError('bad-request', `Parameter ${i} of the patch must be an "operation" with parts`);
     }
+    parameter.part.forEach((part) => assertPart(part, `A part of operation ${i}`));
     const parts = new Map(parameter.part.map((part) => [part.name, part]));
     const type = parts.get('type')?.valueCode;
     const path = parts.get('path')?.valueString;

@@ -1,5 +1,5 @@
 // JSON Patch (RFC 6902) on a resource: https://hl7.org/fhir/R4/http.html#patch
-import { applyPatch, Pointer } from 'rfc6902';
+import { applyPatch } from 'rfc6902';
 import type { Operation } from 'rfc6902';
 import { AppError } from '../../errors.js';
 
@@ -21,16 +21,29 @@ function assertOperations(patch: unknown): asserts patch is Operation[] {
   });
 }
 
-/**
- * What the `copy` operations of one patch may add, in characters of JSON: a copy duplicates a subtree, so a
- * 1 KB patch of 22 copies of /name into /name/- made a 71 MB resource (each copy doubles it) and a few more
- * exhaust the heap. The other operations add only what the body holds, which its size limit bounds.
- */
-export const MAX_COPIED_CHARS = 16 * 1024 * 1024;
+/** The value a JSON Pointer (RFC 6901) names in `doc`, or undefined when there is none. */
+function valueAt(doc: unknown, pointer: string): unknown {
+  if (pointer === '') return doc;
+  let node = doc;
+  for (const raw of pointer.split('/').slice(1)) {
+    if (node === null || typeof node !== 'object') return undefined;
+    const key = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    if (!Object.prototype.hasOwnProperty.call(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
 
-/** Applies the patch to a copy of the resource; a failing operation (a test, a missing path) is 422. */
-export function applyJsonPatch<T>(resource: T, patch: unknown): T {
+/**
+ * Applies the patch to a copy of the resource; a failing operation (a test, a missing path) is 422.
+ * `copy` is the one operation that makes a document larger than the patch that asks for it (each copy
+ * of the whole document doubles it), so copies are counted against `maxBytes` as they are made: a
+ * patch whose copies add more than that is refused (422) before it can exhaust memory. The caller
+ * checks the size and depth of the result.
+ */
+export function applyJsonPatch<T>(resource: T, patch: unknown, maxBytes = Infinity): T {
   assertOperations(patch);
+  let copied = 0;
   const copy = structuredClone(resource);
   // rfc6902 patches objects in place; wrapping lets an operation on "" replace the whole document.
   const holder = { doc: copy };
@@ -41,23 +54,22 @@ export function applyJsonPatch<T>(resource: T, patch: unknown): T {
   })) as Operation[];
   // One operation at a time, stopping at the first that fails: rfc6902 reports most failures as
   // results but throws for some (a TypeError for `add /active` after the document became `true`).
-  let copied = 0;
   prefixed.forEach((op, i) => {
-    if (op.op === 'copy') {
-      // Measured before copying; the measuring costs at most what the limit allows, plus one subtree.
-      const value: unknown = Pointer.fromJSON(op.from).get(holder);
-      copied += value === undefined ? 0 : JSON.stringify(value).length;
-      if (copied > MAX_COPIED_CHARS) {
-        throw new AppError(
-          'patch-too-costly',
-          `JSON Patch operation ${i} (copy ${patch[i].path}): the copies of this patch add more than ${MAX_COPIED_CHARS} characters`,
-        );
-      }
-    }
     let error: Error | null;
     try {
+      if (op.op === 'copy') {
+        const value = valueAt(holder, op.from);
+        copied += value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
+        if (copied > maxBytes) {
+          throw new AppError(
+            'patch-failed',
+            `JSON Patch operation ${i} (copy ${patch[i].path}): the copies add more than ${maxBytes} bytes, the most a resource may have`,
+          );
+        }
+      }
       [error] = applyPatch(holder, [op]);
     } catch (thrown) {
+      if (thrown instanceof AppError) throw thrown;
       error = thrown instanceof Error ? thrown : new Error(String(thrown));
     }
     if (error) {

@@ -1,0 +1,93 @@
+// What the logs hold, with the production logger (logger.ts) on both databases: never a query string
+// (searches carry patient names and codes; a misdirected token request carries a password), and every
+// unexpected error as a 500 with its stack in the log but nothing internal in the answer.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../src/logger.js';
+import { BACKENDS } from '../src/test-support/databases.js';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+import { openDatabase } from '../src/storage/open-database.js';
+
+describe.each(BACKENDS)('log lines on %s', (backend) => {
+  const raw: string[] = [];
+  const lines = () => raw.map((line) => JSON.parse(line) as Record<string, unknown>);
+  let t: TestApp;
+  let auth: Record<string, string>;
+  beforeAll(async () => {
+    t = await startTestApp(backend, {}, { logger: createLogger('info', { write: (line: string) => raw.push(line) }) });
+    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+  });
+  afterAll(async () => t?.close());
+
+  /** Lines are written when the response has been sent, which can be just after inject resolves. */
+  const logged = async (predicate: (line: Record<string, unknown>) => boolean) => {
+    for (let i = 0; i < 100; i++) {
+      if (lines().some(predicate)) return true;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return false;
+  };
+  const completions = () => lines().filter((l) => l.msg === 'request completed').length;
+  const completedAfter = (before: number) => () => completions() > before;
+
+  it('a search is logged by its path and route, never with its query string', async () => {
+    const secret = `SecretName${randomUUID().slice(0, 8)}`;
+    const before = completions();
+    const res = await t.app.inject({
+      method: 'GET',
+      url: `/fhir/Patient?name=${secret}&identifier=http://example.org/mrn|${secret}&_has:Condition:subject:code=86406008`,
+      headers: auth,
+    });
+    expect(res.statusCode).toBe(200);
+    expect(await logged(completedAfter(before))).toBe(true);
+    const incoming = lines().find((l) => l.msg === 'incoming request' && JSON.stringify(l).includes('/fhir/Patient'));
+    expect(incoming?.req).toMatchObject({ method: 'GET', path: '/fhir/Patient' });
+    expect(raw.join('\n')).not.toContain(secret);
+    expect(raw.join('\n')).not.toContain('86406008');
+  });
+
+  it('credentials in the query string of the token endpoint are refused and never logged', async () => {
+    const password = `SecretPassword${randomUUID()}`;
+    const before = completions();
+    const res = await t.app.inject({
+      method: 'POST',
+      url: `/v1/ambient/api/auth/token?username=someone&password=${password}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `username=someone&password=${password}`,
+    });
+    expect(res.statusCode).toBe(400);
+    expect(await logged(completedAfter(before))).toBe(true);
+    expect(raw.join('\n')).not.toContain(password);
+  });
+
+  it('an unexpected error (corrupt stored JSON) is a generic 500, logged with its stack', async () => {
+    const id = (
+      await t.app.inject({ method: 'POST', url: '/fhir/Patient', headers: auth, payload: '{"resourceType":"Patient"}' })
+    ).json().id as string;
+    const db = openDatabase(t.database.url);
+    try {
+      await db.execute('UPDATE resource SET content = ? WHERE type = ? AND id = ?', [
+        '{"resourceType":',
+        'Patient',
+        id,
+      ]);
+    } finally {
+      await db.close();
+    }
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/fhir/Patient/${id}`,
+      headers: { ...auth, 'content-type': 'application/json-patch+json' },
+      payload: '[{"op":"add","path":"/active","value":true}]',
+    });
+    expect(res.statusCode).toBe(500);
+    expect(res.json().issue[0]).toMatchObject({ code: 'exception', diagnostics: 'Internal server error' });
+    expect(res.body).not.toContain('JSON');
+    const isError = (l: Record<string, unknown>) =>
+      l.level === 50 && JSON.stringify(l.err ?? {}).includes('SyntaxError') && typeof l.reqId === 'string';
+    expect(await logged(isError)).toBe(true);
+    const error = lines().find(isError)!.err as { stack?: string };
+    expect(error.stack).toContain('patch');
+  });
+});

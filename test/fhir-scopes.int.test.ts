@@ -120,8 +120,8 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
     });
   });
 
-  describe('writes without r answer no resource; update-as-create needs c; PATCH needs r', () => {
-    it('u alone: PATCH (an empty patch, a JSON Patch test, a FHIRPath Patch) is 403 and answers nothing', async () => {
+  describe('writes without r answer no resource; update-as-create needs c; a patch that reads needs r', () => {
+    it('u alone: a JSON Patch test, copy or move and a FHIRPath Patch are 403 and answer nothing', async () => {
       const updateOnly = await as('system/Patient.u');
       const id = await patient(false);
       const patch = (contentType: string, payload: string) =>
@@ -132,8 +132,9 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
           payload,
         });
       for (const [contentType, payload] of [
-        ['application/json-patch+json', '[]'],
         ['application/json-patch+json', '[{"op":"test","path":"/gender","value":"female"}]'],
+        ['application/json-patch+json', '[{"op":"copy","from":"/gender","path":"/language"}]'],
+        ['application/json-patch+json', '[{"op":"move","from":"/gender","path":"/language"}]'],
         [
           'application/fhir+json',
           JSON.stringify({
@@ -155,6 +156,28 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
         expect(res.body).not.toContain('female');
       }
       expect((await get(`/fhir/Patient/${id}`)).json().meta.versionId).toBe('1');
+    });
+
+    it('u alone: a JSON Patch that only writes (or an empty one) is applied and answers without the resource', async () => {
+      const updateOnly = await as('system/Patient.u');
+      const id = await patient(false);
+      for (const [payload, version] of [
+        ['[]', '2'],
+        ['[{"op":"add","path":"/active","value":true}]', '3'],
+      ] as const) {
+        const res = await t.app.inject({
+          method: 'PATCH',
+          url: `/fhir/Patient/${id}`,
+          headers: { ...updateOnly, 'content-type': 'application/json-patch+json', prefer: 'return=representation' },
+          payload,
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        expect(res.body).toBe('');
+        expect(res.headers.etag).toBe(`W/"${version}"`);
+      }
+      const stored = (await get(`/fhir/Patient/${id}`)).json();
+      expect(stored.active).toBe(true);
+      expect(stored.gender).toBe('female');
     });
 
     it('u alone: PUT to a new id is 403 and stores nothing; PUT to an existing one answers without the resource', async () => {

@@ -36,8 +36,8 @@ describe.each(BACKENDS)('request FHIRPath over HTTP on %s', (backend) => {
     await migrate(db);
     const username = `fhirpath-${randomUUID()}`;
     const password = `pw-${randomUUID()}`;
-    // The attack needs nothing more than the update scope.
-    await new AccountStore(db).create({ username, password, scopes: ['system/Patient.cu'] });
+    // The attack needed only `u` in the review; a FHIRPath Patch now needs `r` too (it reads the resource).
+    await new AccountStore(db).create({ username, password, scopes: ['system/Patient.cru'] });
     await db.close();
     server = await startServerProcess({ DATABASE_URL: database.url });
     const token = await fetch(`${server.url}/v1/ambient/api/auth/token`, {

@@ -22,11 +22,11 @@ export async function patchInteraction(
   ifMatch?: number,
 ): Promise<FhirResponse> {
   requireAccess(request, 'update', type);
-  // A patch is applied to the stored resource, so its outcome tells about that resource: a JSON Patch
-  // `test` answers yes or no, an operation on a missing path fails, a FHIRPath path (with where())
-  // selects or not, and validating the result can quote values a `copy` or `move` placed elsewhere.
-  // Any PATCH therefore needs `r` as well as `u` (PUT, which replaces the whole resource, needs only `u`).
-  requireAccess(request, 'read', type);
+  // SMART v2: a patch that reads needs `r` as well as `u`. A JSON Patch `test` answers yes or no about
+  // the stored resource, `copy` and `move` take values from it (validation may quote them where they
+  // land), and every FHIRPath Patch evaluates the client's paths against it (`where()` is a question).
+  // `add`, `remove` and `replace` only write; the answer then carries no resource without `r`.
+  if (patchReads(format, patch)) requireAccess(request, 'read', type);
   assertValidId(id);
   // Read, patch and write under one row lock: a concurrent update waits rather than being overwritten.
   return request.services.store.transaction(async (store) => {
@@ -50,6 +50,16 @@ export async function patchInteraction(
     const resource = acceptResource(request.services, type, patched, id);
     const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
     return writeResponse(request, stored, 200);
+  });
+}
+
+/** Does applying the patch read the stored resource (beyond finding the paths it writes)? */
+function patchReads(format: PatchFormat, patch: unknown): boolean {
+  if (format === 'fhirpath-patch') return true;
+  if (!Array.isArray(patch)) return false;
+  return patch.some((op) => {
+    const name = op !== null && typeof op === 'object' ? (op as { op?: unknown }).op : undefined;
+    return name === 'test' || name === 'copy' || name === 'move';
   });
 }
 

@@ -232,6 +232,11 @@ describe.each(BACKENDS)('account and keys commands on %s', (backend) => {
     const unknown = await run('keys', ['retire', 'no-such-kid']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('No signing key with kid "no-such-kid"');
+    // A kid is base64url and may begin with "-": an argument, not an option (1 in 64 keys did that).
+    const dashed = await run('keys', ['retire', '-R5no-such-kid']);
+    expect(dashed.code, dashed.stderr).toBe(1);
+    expect(dashed.stderr).toContain('No signing key with kid "-R5no-such-kid"');
+    expect((await run('keys', ['retire', '--', '-R5no-such-kid'])).stderr).toContain('No signing key with kid');
     expect((await run('keys', ['retire'])).code).toBe(2);
     expect((await run('keys', ['rotate', 'extra'])).code).toBe(2);
   });

@@ -2,7 +2,6 @@
 // new token from then on, in every server process on the database; tokens signed by older keys stay
 // valid until they expire, because every key in use stays published and trusted. `retire` takes an older
 // key out of use: its tokens are refused from the next request on.
-import { parseArgs } from 'node:util';
 import { addSigningKey, listSigningKeys, retireSigningKey } from '../auth/signing-keys.js';
 import type { SigningKeyInfo } from '../auth/signing-keys.js';
 import { printJson, processIo, runAdmin, withDatabase } from './account.js';
@@ -36,13 +35,14 @@ export function createKeysCommand(io: CliIo = processIo()): Command {
         (verb === undefined ? io.stderr : io.stdout).write(USAGE);
         return verb === undefined ? 2 : 0;
       }
+      if (rest.includes('--help') || rest.includes('-h')) {
+        io.stdout.write(USAGE);
+        return 0;
+      }
       return runAdmin(io, USAGE, async () => {
-        let positionals: string[];
-        try {
-          positionals = parseArgs({ args: rest, options: {}, allowPositionals: true, strict: true }).positionals;
-        } catch (error) {
-          throw new UsageError((error as Error).message);
-        }
+        // No verb takes options, and a kid (a base64url thumbprint) may begin with "-": every argument is
+        // positional (an option parser would take `-R...` for an unknown option).
+        const positionals = rest[0] === '--' ? rest.slice(1) : rest;
         const wanted = verb === 'retire' ? 1 : 0;
         if (positionals.length !== wanted) {
           throw new UsageError(wanted === 1 ? 'keys retire takes exactly one kid' : `keys ${verb} takes no arguments`);

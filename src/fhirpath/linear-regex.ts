@@ -1,481 +1,236 @@
-// A regular-expression engine whose work is linear in the input, for patterns that arrive in requests
-// (FHIRPath `matches()` and `replaceMatches()`). JavaScript's RegExp backtracks: `(a+)+$` on 28 `a` and a
-// `!` takes seconds and doubles with each character, blocking the event loop. This is a Pike VM
-// (https://swtch.com/~rsc/regexp/regexp2.html, the design of RE2): the pattern becomes a program, and every
-// thread of it advances one character at a time, at most one thread per instruction, so a search costs
-// at most (input length + 1) x (program size) steps whatever the pattern. Every step is charged to a budget
-// that throws when spent, so even that product is bounded.
+// Regular expressions that arrive in requests (FHIRPath `matches()` and `replaceMatches()`), run in time
+// linear in the input. JavaScript's RegExp backtracks: `(a+)+$` on 28 `a` and a `!` takes seconds and
+// doubles with each character, blocking the event loop. Matching here is re2js's (a port of RE2: DFA and
+// NFA, no backtracking, so a search costs at most about (input length + 1) x (program size)). This module
+// only decides which patterns reach it and what a search is charged:
 //
-// Syntax: JavaScript's without flags (code units, `.` stops at line ends, `^`/`$` at the ends of the
-// input), less what is not regular: backreferences and lookaround are refused, as are `\p{...}` and
-// escapes of letters JavaScript gives no meaning. Counted repetition is expanded, so its size is bounded.
-// Whether a pattern matches, and where its leftmost match starts, are always JavaScript's; which match is
-// chosen there (and so the groups) can differ in one corner: JavaScript rejects an optional round of a loop
-// that matches the empty string, this engine takes it (/(\b|a){1,2}/ on "a": JavaScript "a", here "").
-// Groups inside a loop keep their last value instead of being reset at each round.
+// - Syntax is JavaScript's without flags, as medplum's own `matches()` uses (`new RegExp(pattern)`); a
+//   pass over the pattern checks it and rewrites the few constructs whose meaning RE2 spells differently
+//   (`.`, `\s`, `\S`, `[\b]`), then re2js's translateRegExp turns the JavaScript spellings it knows
+//   (`\uXXXX`, `\cX`, `[]`, `[^]`, `(?<name>`) into RE2's.
+// - Refused (UnsupportedPattern, a 400 for the client): backreferences (`\1`, `\k<name>`), lookahead and
+//   lookbehind, inline flags and other `(?` groups JavaScript does not have, escapes of letters JavaScript
+//   gives no meaning (`\p`, `\Q`, `\e`, ...), malformed `\x`/`\u`, groups nested deeper than 64, more than
+//   100 capture groups, and patterns that would compile to more than 10,000 instructions. That last bound
+//   is computed from the pattern before compiling, because re2js's own limit (about 1.4 million
+//   instructions, a second and 150 MB to compile) is far above what a request may ask for; re2js itself
+//   refuses counts above 1000 and nested counts whose product is above 1000 (`a{1000}{1000}`).
+// - Every search is charged to the caller's budget before it runs: (characters from the start of the
+//   search to the end of the input + 1) x (program size), re2js's worst case; re2js cannot be stopped
+//   midway, so the budget refuses a search it cannot afford instead of interrupting it.
+//
+// Differences from JavaScript RegExp that remain (RE2's semantics, kept on purpose):
+// - Matching is by code point: `.` and a class match a whole surrogate pair (`^.$` matches "😀", which
+//   JavaScript without the u flag sees as two code units); offsets are still UTF-16 indices.
+// - Inside a class, POSIX names (`[[:alpha:]]`) mean the POSIX class; a quantifier after an assertion
+//   (`^*`), an error in JavaScript, is taken.
+// - Which match is chosen, and so the groups, are JavaScript's (leftmost-first, greedy or lazy as written),
+//   except that RE2 takes an optional round of a loop that matches the empty string, which JavaScript
+//   rejects (/(\b|a){1,2}/ on "a": JavaScript "a", here ""), and groups inside a loop keep their last value.
+import { RE2JS, RE2JSException } from 're2js';
 
-/** A pattern this engine will not run: not regular, not understood, or too large. */
+/** A pattern this module will not run: not regular, not understood, or too large. */
 export class UnsupportedPattern extends Error {}
 
-/** Charged one unit per VM step; throws when the caller's allowance is spent. */
+/** Charged before each search; throws when the caller's allowance is spent. */
 export interface StepBudget {
   spend(steps: number): void;
 }
 
-/** Instructions a pattern may compile to: `(x{1000}){1000}` would otherwise be a million. */
+/** Instructions a pattern may compile to: `(?:x{100}){100}` would otherwise be ten thousand, and more. */
 export const MAX_PROGRAM_SIZE = 10_000;
-const MAX_REPEAT = 1000;
-/** Capture groups: every thread carries a copy of their offsets, so they multiply its memory and work. */
+/** Capture groups: the NFA carries their offsets with every thread. */
 export const MAX_GROUPS = 100;
 const MAX_NESTING = 64;
 
-type CharTest = (c: number) => boolean;
-type AssertKind = 'bol' | 'eol' | 'word' | 'not-word';
+// JavaScript's WhiteSpace and LineTerminator (what `\s` matches there; RE2's `\s` is only [\t\n\f\r ]),
+// as class members in RE2 syntax, and their complement for `\S` inside a class.
+const SPACE = '\\t-\\r \\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}';
+const NOT_SPACE =
+  '\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\x{a1}-\\x{167f}\\x{1681}-\\x{1fff}\\x{200b}-\\x{2027}\\x{202a}-\\x{202e}' +
+  '\\x{2030}-\\x{205e}\\x{2060}-\\x{2fff}\\x{3001}-\\x{fefe}\\x{ff00}-\\x{10ffff}';
+// JavaScript's `.` stops at every line terminator; RE2's only at \n.
+const DOT = '[^\\n\\r\\x{2028}\\x{2029}]';
 
-type Node =
-  | { k: 'empty' }
-  | { k: 'char'; test: CharTest }
-  | { k: 'cat'; items: Node[] }
-  | { k: 'alt'; items: Node[] }
-  | { k: 'group'; capture?: number; body: Node }
-  | { k: 'repeat'; body: Node; min: number; max: number; greedy: boolean }
-  | { k: 'assert'; kind: AssertKind };
+/** `{n}`, `{n,}` or `{n,m}` at `at` (JavaScript reads other braces as literal text, and so does RE2). */
+function braces(source: string, at: number): RegExpExecArray | null {
+  const quantifier = /\{(\d+)(,(\d*))?\}/y;
+  quantifier.lastIndex = at;
+  return quantifier.exec(source);
+}
 
-const isWord: CharTest = (c) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95;
-const isDigit: CharTest = (c) => c >= 48 && c <= 57;
-// ECMAScript WhiteSpace and LineTerminator, what `\s` matches.
-const isSpace: CharTest = (c) =>
-  (c >= 9 && c <= 13) ||
-  c === 32 ||
-  c === 0xa0 ||
-  c === 0x1680 ||
-  (c >= 0x2000 && c <= 0x200a) ||
-  c === 0x2028 ||
-  c === 0x2029 ||
-  c === 0x202f ||
-  c === 0x205f ||
-  c === 0x3000 ||
-  c === 0xfeff;
-const isLineEnd: CharTest = (c) => c === 10 || c === 13 || c === 0x2028 || c === 0x2029;
-const not =
-  (test: CharTest): CharTest =>
-  (c) =>
-    !test(c);
-const CLASS_ESCAPES: Record<string, CharTest> = {
-  d: isDigit,
-  D: not(isDigit),
-  w: isWord,
-  W: not(isWord),
-  s: isSpace,
-  S: not(isSpace),
-};
-const CONTROL_ESCAPES: Record<string, number> = { n: 10, r: 13, t: 9, f: 12, v: 11 };
-
-class Parser {
-  private pos = 0;
-  private depth = 0;
-  groups = 0;
-  readonly names = new Map<string, number>();
-
-  constructor(private readonly source: string) {}
-
-  parse(): Node {
-    const node = this.alternation();
-    if (this.pos < this.source.length) this.fail(`unbalanced ")" at ${this.pos}`);
-    return node;
-  }
-
-  private fail(message: string): never {
+/**
+ * Checks a JavaScript pattern, rewrites `.`, `\s`, `\S` and `[\b]` into RE2 spellings with JavaScript's
+ * meaning, and bounds from above the instructions it compiles to (each atom 1, each group 3 more, each
+ * `|` 2, each `*`, `+`, `?` 3, `{n,m}` m copies of its operand and 2(m - n) + 3 more): re2js's compiler
+ * expands a counted repetition into copies, and nothing else multiplies. The bound is checked against
+ * re2js's programSize() in the tests.
+ */
+function translate(source: string): { pattern: string; sizeBound: number } {
+  const refuse = (message: string): never => {
     throw new UnsupportedPattern(message);
-  }
-
-  private peek(offset = 0): string | undefined {
-    return this.source[this.pos + offset];
-  }
-
-  private alternation(): Node {
-    if (++this.depth > MAX_NESTING) this.fail(`groups nested deeper than ${MAX_NESTING}`);
-    const items = [this.sequence()];
-    while (this.peek() === '|') {
-      this.pos++;
-      items.push(this.sequence());
-    }
-    this.depth--;
-    return items.length === 1 ? items[0] : { k: 'alt', items };
-  }
-
-  private sequence(): Node {
-    const items: Node[] = [];
-    while (this.pos < this.source.length && this.peek() !== '|' && this.peek() !== ')') items.push(this.quantified());
-    return items.length === 1 ? items[0] : items.length === 0 ? { k: 'empty' } : { k: 'cat', items };
-  }
-
-  /** `{n}`, `{n,}`, `{n,m}` at the current position, or undefined when the brace is a literal (Annex B). */
-  private braces(): { min: number; max: number; length: number } | undefined {
-    const match = /^\{(\d+)(,(\d*))?\}/.exec(this.source.slice(this.pos, this.pos + 24));
-    if (!match) return undefined;
-    const min = Number(match[1]);
-    const max = match[2] === undefined ? min : match[3] === '' ? Infinity : Number(match[3]);
-    return { min, max, length: match[0].length };
-  }
-
-  private quantified(): Node {
-    const atom = this.atom();
-    let min: number;
-    let max: number;
-    const c = this.peek();
-    if (c === '*') [min, max] = [0, Infinity];
-    else if (c === '+') [min, max] = [1, Infinity];
-    else if (c === '?') [min, max] = [0, 1];
-    else if (c === '{' && this.braces()) {
-      const b = this.braces()!;
-      [min, max] = [b.min, b.max];
-      this.pos += b.length - 1;
-    } else return atom;
-    this.pos++;
-    if (atom.k === 'assert') this.fail('nothing to repeat: a quantifier after an anchor');
-    if (min > MAX_REPEAT || (max !== Infinity && max > MAX_REPEAT)) this.fail(`a repetition count above ${MAX_REPEAT}`);
-    if (min > max) this.fail('numbers out of order in a {} quantifier');
-    let greedy = true;
-    if (this.peek() === '?') {
-      greedy = false;
-      this.pos++;
-    }
-    const next = this.peek();
-    if (next === '*' || next === '+' || next === '?' || (next === '{' && this.braces()))
-      this.fail('nothing to repeat: two quantifiers in a row');
-    return { k: 'repeat', body: atom, min, max, greedy };
-  }
-
-  private atom(): Node {
-    const c = this.source[this.pos++];
-    switch (c) {
-      case '(':
-        return this.group();
-      case '[':
-        return this.charClass();
-      case '.':
-        return { k: 'char', test: not(isLineEnd) };
-      case '^':
-        return { k: 'assert', kind: 'bol' };
-      case '$':
-        return { k: 'assert', kind: 'eol' };
-      case '\\':
-        return this.escape();
-      case '*':
-      case '+':
-      case '?':
-        return this.fail(`nothing to repeat at ${this.pos - 1}`);
-      case '{':
-        this.pos--;
-        if (this.braces()) this.fail(`nothing to repeat at ${this.pos}`);
-        this.pos++;
-        return literal(c.charCodeAt(0));
-      default:
-        return literal(c.charCodeAt(0));
-    }
-  }
-
-  private group(): Node {
-    let capture: number | undefined;
-    if (this.peek() === '?') {
-      const kind = this.peek(1);
-      if (kind === ':') this.pos += 2;
-      else if (kind === '=' || kind === '!' || (kind === '<' && (this.peek(2) === '=' || this.peek(2) === '!')))
-        this.fail('lookahead and lookbehind are not supported');
-      else if (kind === '<') {
-        const match = /^\?<([A-Za-z_$][A-Za-z0-9_$]*)>/.exec(this.source.slice(this.pos));
-        if (!match) this.fail('an invalid group name');
-        if (this.names.has(match[1])) this.fail(`the group name "${match[1]}" is used twice`);
-        capture = ++this.groups;
-        this.names.set(match[1], capture);
-        this.pos += match[0].length;
-      } else this.fail('an invalid group');
-    } else capture = ++this.groups;
-    if (this.groups > MAX_GROUPS) this.fail(`more than ${MAX_GROUPS} capture groups`);
-    const body = this.alternation();
-    if (this.source[this.pos++] !== ')') this.fail('an unterminated group');
-    return { k: 'group', capture, body };
-  }
-
-  /** One escape outside a class. */
-  private escape(): Node {
-    const c = this.source[this.pos];
-    if (c === undefined) this.fail('a "\\" at the end of the pattern');
-    if (c === 'b' || c === 'B') {
-      this.pos++;
-      return { k: 'assert', kind: c === 'b' ? 'word' : 'not-word' };
-    }
-    if (CLASS_ESCAPES[c]) {
-      this.pos++;
-      return { k: 'char', test: CLASS_ESCAPES[c] };
-    }
-    return literal(this.escapedCodeUnit());
-  }
-
-  /** The code unit an escape (after its backslash) stands for; refuses backreferences and unknown letters. */
-  private escapedCodeUnit(inClass = false): number {
-    const c = this.source[this.pos++];
-    if (c === undefined) this.fail('a "\\" at the end of the pattern');
-    if (c in CONTROL_ESCAPES) return CONTROL_ESCAPES[c];
-    if (c === '0' && !isDigit(this.source.charCodeAt(this.pos))) return 0;
-    if (isDigit(c.charCodeAt(0))) this.fail(`backreferences (\\${c}) are not supported`);
-    if (c === 'k') this.fail('backreferences (\\k) are not supported');
-    if (inClass && c === 'b') return 8;
+  };
+  // One frame per open group: the instructions of its closed part, and of the last atom or group (what a
+  // quantifier repeats).
+  const frames = [{ size: 0, last: 0 }];
+  let frame = frames[0];
+  let out = '';
+  let i = 0;
+  const atom = (text: string) => {
+    out += text;
+    frame.size += 1;
+    frame.last = 1;
+  };
+  // One escape after its backslash, in a class or not; returns its RE2 text.
+  const escape = (inClass: boolean): string => {
+    const c = source[i + 1];
+    if (c === undefined) return refuse('a "\\" at the end of the pattern');
+    i += 2;
+    if (c === 's') return inClass ? SPACE : `[${SPACE}]`;
+    if (c === 'S') return inClass ? NOT_SPACE : `[^${SPACE}]`;
+    if (inClass && c === 'b') return '\\x08';
+    if ('dDwWnrtfv'.includes(c) || (!inClass && (c === 'b' || c === 'B'))) return `\\${c}`;
+    if (c === '0' && !/[0-9]/.test(source[i] ?? '')) return '\\x00';
+    if (/[0-9]/.test(c) || c === 'k') return refuse(`backreferences (\\${c}) are not supported`);
+    if (c === 'c' && /[A-Za-z]/.test(source[i] ?? '')) return `\\c${source[i++]}`;
     if (c === 'x' || c === 'u') {
-      const digits = this.source.slice(this.pos, this.pos + (c === 'x' ? 2 : 4));
-      if (!/^[0-9A-Fa-f]+$/.test(digits) || digits.length !== (c === 'x' ? 2 : 4))
-        this.fail(`a malformed \\${c} escape`);
-      this.pos += digits.length;
-      return parseInt(digits, 16);
-    }
-    if (c === 'c' && /^[A-Za-z]$/.test(this.source[this.pos] ?? '')) return this.source.charCodeAt(this.pos++) % 32;
-    if (/^[A-Za-z0-9]$/.test(c)) this.fail(`the escape \\${c} is not supported`);
-    return c.charCodeAt(0);
-  }
-
-  private charClass(): Node {
-    let negate = false;
-    if (this.peek() === '^') {
-      negate = true;
-      this.pos++;
-    }
-    const ranges: [number, number][] = [];
-    const tests: CharTest[] = [];
-    // One member: a code unit, or a class escape such as \d (which cannot bound a range).
-    const member = (): number | CharTest => {
-      const c = this.source[this.pos++];
-      if (c !== '\\') return c.charCodeAt(0);
-      const e = this.source[this.pos];
-      if (e !== undefined && CLASS_ESCAPES[e]) {
-        this.pos++;
-        return CLASS_ESCAPES[e];
+      const digits = source.slice(i, i + (c === 'x' ? 2 : 4));
+      if (!/^[0-9A-Fa-f]+$/.test(digits) || digits.length !== (c === 'x' ? 2 : 4)) refuse(`a malformed \\${c} escape`);
+      i += digits.length;
+      // An escaped surrogate pair stands for one code point, as RE2 reads the input.
+      const low = /^\\u(d[c-f][0-9a-f]{2})/i.exec(source.slice(i, i + 6));
+      if (c === 'u' && /^d[89ab]/i.test(digits) && low) {
+        i += 6;
+        return `\\x{${(0x10000 + ((parseInt(digits, 16) - 0xd800) << 10) + parseInt(low[1], 16) - 0xdc00).toString(16)}}`;
       }
-      return this.escapedCodeUnit(true);
-    };
-    for (;;) {
-      if (this.pos >= this.source.length) this.fail('an unterminated character class');
-      if (this.peek() === ']') {
-        this.pos++;
-        break;
+      return `\\x{${digits}}`;
+    }
+    if (/[A-Za-z0-9]/.test(c)) return refuse(`the escape \\${c} is not supported`);
+    // Any other character stands for itself; RE2 takes escapes of ASCII punctuation only.
+    return c > '\x7f' ? c : `\\${c}`;
+  };
+  while (i < source.length) {
+    const c = source[i];
+    if (c === '\\') {
+      atom(escape(false));
+    } else if (c === '[') {
+      // A JavaScript class ends at the first unescaped "]" ("[]" matches nothing, "[^]" anything).
+      let text = '[';
+      i++;
+      if (source[i] === '^') text += source[i++];
+      while (i < source.length && source[i] !== ']') text += source[i] === '\\' ? escape(true) : source[i++];
+      if (i >= source.length) refuse('missing closing ]: an unterminated character class');
+      i++;
+      atom(`${text}]`);
+    } else if (c === '(') {
+      let head = '(';
+      if (source[i + 1] === '?') {
+        const kind = source[i + 2];
+        const after = source[i + 3];
+        if (kind === '=' || kind === '!' || (kind === '<' && (after === '=' || after === '!')))
+          refuse('lookahead and lookbehind are not supported');
+        const named = /^\(\?<[^>]*>/.exec(source.slice(i, i + 256));
+        if (kind === ':') head = '(?:';
+        else if (named)
+          head = named[0]; // re2js checks the name
+        else refuse('an invalid group: inline flags and "(?" forms other than (?: and (?<name> are not supported');
       }
-      const from = member();
-      if (this.peek() === '-' && this.peek(1) !== ']' && this.peek(1) !== undefined) {
-        this.pos++;
-        const to = member();
-        if (typeof from !== 'number' || typeof to !== 'number') {
-          // Annex B: a class escape beside "-" makes both and the "-" literal members.
-          for (const m of [from, to, 45]) {
-            if (typeof m === 'number') ranges.push([m, m]);
-            else tests.push(m);
-          }
-          continue;
-        }
-        if (from > to) this.fail('a character class range out of order');
-        ranges.push([from, to]);
-      } else if (typeof from === 'number') ranges.push([from, from]);
-      else tests.push(from);
-    }
-    const test: CharTest = (c) => {
-      for (const [lo, hi] of ranges) if (c >= lo && c <= hi) return true;
-      for (const t of tests) if (t(c)) return true;
-      return false;
-    };
-    return { k: 'char', test: negate ? not(test) : test };
-  }
-}
-
-function literal(code: number): Node {
-  return { k: 'char', test: (c) => c === code };
-}
-
-/** Instructions the node compiles to, computed before compiling so that a huge expansion is never built. */
-function programSize(node: Node): number {
-  switch (node.k) {
-    case 'empty':
-      return 0;
-    case 'char':
-    case 'assert':
-      return 1;
-    case 'cat':
-      return node.items.reduce((sum, item) => sum + programSize(item), 0);
-    case 'alt':
-      return node.items.reduce((sum, item) => sum + programSize(item) + 2, 0);
-    case 'group':
-      return programSize(node.body) + 2;
-    case 'repeat': {
-      const body = programSize(node.body);
-      const optional = node.max === Infinity ? body + 2 : (node.max - node.min) * (body + 1);
-      return Math.min(body * node.min + optional, Number.MAX_SAFE_INTEGER);
-    }
-  }
-}
-
-type Instruction =
-  | { op: 'char'; test: CharTest }
-  | { op: 'split'; x: number; y: number }
-  | { op: 'jmp'; x: number }
-  | { op: 'save'; slot: number }
-  | { op: 'assert'; kind: AssertKind }
-  | { op: 'match' };
-
-function compile(node: Node, program: Instruction[]): void {
-  switch (node.k) {
-    case 'empty':
-      return;
-    case 'char':
-      program.push({ op: 'char', test: node.test });
-      return;
-    case 'assert':
-      program.push({ op: 'assert', kind: node.kind });
-      return;
-    case 'cat':
-      for (const item of node.items) compile(item, program);
-      return;
-    case 'alt': {
-      const jumps: { op: 'jmp'; x: number }[] = [];
-      node.items.forEach((item, i) => {
-        if (i < node.items.length - 1) {
-          const split = { op: 'split' as const, x: program.length + 1, y: 0 };
-          program.push(split);
-          compile(item, program);
-          const jump = { op: 'jmp' as const, x: 0 };
-          program.push(jump);
-          jumps.push(jump);
-          split.y = program.length;
-        } else compile(item, program);
-      });
-      for (const jump of jumps) jump.x = program.length;
-      return;
-    }
-    case 'group':
-      if (node.capture !== undefined) program.push({ op: 'save', slot: node.capture * 2 });
-      compile(node.body, program);
-      if (node.capture !== undefined) program.push({ op: 'save', slot: node.capture * 2 + 1 });
-      return;
-    case 'repeat': {
-      for (let i = 0; i < node.min; i++) compile(node.body, program);
-      const branch = (split: { op: 'split'; x: number; y: number }, body: number, exit: number) => {
-        // Greedy prefers another round; lazy prefers leaving.
-        split.x = node.greedy ? body : exit;
-        split.y = node.greedy ? exit : body;
-      };
-      if (node.max === Infinity) {
-        const loop = program.length;
-        const split = { op: 'split' as const, x: 0, y: 0 };
-        program.push(split);
-        compile(node.body, program);
-        program.push({ op: 'jmp', x: loop });
-        branch(split, loop + 1, program.length);
-      } else {
-        const splits: { split: { op: 'split'; x: number; y: number }; body: number }[] = [];
-        for (let i = node.min; i < node.max; i++) {
-          const split = { op: 'split' as const, x: 0, y: 0 };
-          program.push(split);
-          splits.push({ split, body: program.length });
-          compile(node.body, program);
-        }
-        for (const { split, body } of splits) branch(split, body, program.length);
+      if (frames.length > MAX_NESTING) refuse(`groups nested deeper than ${MAX_NESTING}`);
+      out += head;
+      i += head.length;
+      frames.push((frame = { size: 0, last: 0 }));
+    } else if (c === ')' && frames.length > 1) {
+      const group = frames.pop()!.size + 3;
+      frame = frames[frames.length - 1];
+      frame.size += group;
+      frame.last = group;
+      out += c;
+      i++;
+    } else if (c === '|') {
+      frame.size += 2;
+      frame.last = 0;
+      out += c;
+      i++;
+    } else if (c === '*' || c === '+' || c === '?' || (c === '{' && braces(source, i))) {
+      let factor = 1;
+      let extra = 3;
+      let text: string = c;
+      i++;
+      const counted = braces(source, i - 1);
+      if (counted) {
+        const [whole, min, comma, max] = counted;
+        const [n, m] = [Number(min), comma === undefined ? Number(min) : max === '' ? Infinity : Number(max)];
+        // re2js refuses counts above 1000 too; checked here so that the bound stays small.
+        if (n > 1000 || (m !== Infinity && m > 1000)) refuse(`a repetition count above 1000 (${whole})`);
+        factor = m === Infinity ? Math.max(n, 1) : m;
+        extra = m === Infinity ? 3 : 2 * (m - n) + 3;
+        // Written without leading zeros, which make RE2 read the braces as literal text.
+        text = `{${n}${comma === undefined ? '' : `,${max === '' ? '' : m}`}}`;
+        i += whole.length - 1;
       }
-      return;
+      if (source[i] === '?') text += source[i++]; // lazy
+      frame.size += (factor - 1) * frame.last + extra;
+      frame.last = frame.last * factor + extra;
+      out += text;
+    } else if (c === '.') {
+      atom(DOT);
+      i++;
+    } else {
+      atom(c);
+      i++;
     }
+    // The operand of a quantifier is part of its frame, so the frame's size bounds everything inside it.
+    if (frame.size > MAX_PROGRAM_SIZE) return { pattern: out, sizeBound: Infinity };
   }
+  // Groups left open (re2js refuses them) count as closed; 4 more for the program's start and end.
+  return { pattern: out, sizeBound: frames.reduce((sum, f) => sum + f.size + 2, 2) };
 }
 
 export class LinearRegex {
-  private readonly program: Instruction[] = [];
+  private readonly re: RE2JS;
+  /** The bound on programSize computed before compiling. */
+  readonly sizeBound: number;
+  /** Instructions of the compiled program, what each character of a search is charged. */
+  readonly programSize: number;
   /** Capture groups, not counting the whole match. */
   readonly groupCount: number;
   readonly groupNames: ReadonlyMap<string, number>;
 
   constructor(readonly source: string) {
-    const parser = new Parser(source);
-    const tree = parser.parse();
-    const size = programSize(tree);
-    if (size > MAX_PROGRAM_SIZE)
-      throw new UnsupportedPattern(`it expands to ${size} instructions, more than ${MAX_PROGRAM_SIZE}`);
-    compile({ k: 'group', capture: 0, body: tree }, this.program);
-    this.program.push({ op: 'match' });
-    this.groupCount = parser.groups;
-    this.groupNames = parser.names;
+    const { pattern, sizeBound } = translate(source);
+    this.sizeBound = sizeBound;
+    const tooLarge = `it compiles to more than ${MAX_PROGRAM_SIZE} instructions`;
+    if (sizeBound > MAX_PROGRAM_SIZE) throw new UnsupportedPattern(tooLarge);
+    try {
+      this.re = RE2JS.compile(RE2JS.translateRegExp(pattern));
+    } catch (error) {
+      if (error instanceof RE2JSException) throw new UnsupportedPattern(error.message);
+      throw error;
+    }
+    this.programSize = this.re.programSize();
+    if (this.programSize > MAX_PROGRAM_SIZE) throw new UnsupportedPattern(tooLarge); // should the bound be wrong
+    this.groupCount = this.re.groupCount();
+    if (this.groupCount > MAX_GROUPS) throw new UnsupportedPattern(`more than ${MAX_GROUPS} capture groups`);
+    this.groupNames = new Map(Object.entries(this.re.namedGroups()));
+  }
+
+  /** Whether the pattern matches anywhere in the input (re2js's DFA, without groups). */
+  test(input: string, budget: StepBudget): boolean {
+    budget.spend((input.length + 1) * this.programSize);
+    return this.re.test(input);
   }
 
   /**
-   * The leftmost match at or after `from` (JavaScript's choice among matches there: leftmost-first, greedy or
-   * lazy as written), as [start, end] offsets per group (-1 for a group that took no part), or null.
+   * The leftmost match at or after `from` (JavaScript's choice among matches there: leftmost-first, greedy
+   * or lazy as written), as [start, end] offsets per group (-1 for a group that took no part), or null.
+   * `^` and `\b` still see the input before `from`.
    */
   exec(input: string, from: number, budget: StepBudget): number[] | null {
-    const program = this.program;
-    const slots = (this.groupCount + 1) * 2;
-    const marks = new Int32Array(program.length).fill(-1);
-    let current: { pc: number; caps: number[] }[] = [];
-    let next: { pc: number; caps: number[] }[] = [];
-    let matched: number[] | null = null;
-    const stack: { pc: number; caps: number[] }[] = [];
-
-    // Follows the jumps, splits, saves and assertions from pc at position pos, in priority order, adding the
-    // threads that wait on a character (or have matched) to list; each instruction at most once per position.
-    const addThread = (list: typeof current, pc: number, caps: number[], pos: number) => {
-      stack.push({ pc, caps });
-      while (stack.length > 0) {
-        const thread = stack.pop()!;
-        if (marks[thread.pc] === pos) continue;
-        marks[thread.pc] = pos;
-        budget.spend(1);
-        const ins = program[thread.pc];
-        switch (ins.op) {
-          case 'jmp':
-            stack.push({ pc: ins.x, caps: thread.caps });
-            break;
-          case 'split':
-            stack.push({ pc: ins.y, caps: thread.caps }, { pc: ins.x, caps: thread.caps });
-            break;
-          case 'save': {
-            budget.spend(slots); // the copy
-            const caps2 = thread.caps.slice();
-            caps2[ins.slot] = pos;
-            stack.push({ pc: thread.pc + 1, caps: caps2 });
-            break;
-          }
-          case 'assert':
-            if (assertionHolds(ins.kind, input, pos)) stack.push({ pc: thread.pc + 1, caps: thread.caps });
-            break;
-          default:
-            list.push(thread);
-        }
-      }
-    };
-
-    for (let pos = from; pos <= input.length; pos++) {
-      // A new attempt starting here has the lowest priority: an earlier start wins.
-      if (matched === null) addThread(current, 0, new Array<number>(slots).fill(-1), pos);
-      else if (current.length === 0) break;
-      const code = pos < input.length ? input.charCodeAt(pos) : -1;
-      for (const thread of current) {
-        const ins = program[thread.pc];
-        if (ins.op === 'match') {
-          matched = thread.caps.slice();
-          matched[1] = pos;
-          break; // Threads after this one have lower priority.
-        }
-        if (ins.op === 'char' && code >= 0 && ins.test(code)) addThread(next, thread.pc + 1, thread.caps, pos + 1);
-      }
-      [current, next] = [next, []];
-    }
-    return matched;
-  }
-}
-
-function assertionHolds(kind: AssertKind, input: string, pos: number): boolean {
-  switch (kind) {
-    case 'bol':
-      return pos === 0;
-    case 'eol':
-      return pos === input.length;
-    default: {
-      const before = pos > 0 && isWord(input.charCodeAt(pos - 1));
-      const after = pos < input.length && isWord(input.charCodeAt(pos));
-      return (before !== after) === (kind === 'word');
-    }
+    budget.spend((input.length - from + 1) * this.programSize);
+    const matcher = this.re.matcher(input);
+    if (!matcher.find(from)) return null;
+    const offsets: number[] = [];
+    for (let group = 0; group <= this.groupCount; group++) offsets.push(matcher.start(group), matcher.end(group));
+    return offsets;
   }
 }

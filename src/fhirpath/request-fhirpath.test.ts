@@ -43,6 +43,23 @@ describe('request FHIRPath', () => {
     expect(run("'a.b.c'.replace('.', '$&')")).toEqual(['a$&b$&c']);
     expect(run("'abc'.replace('', 'x')")).toEqual(['xaxbxcx']);
     expect(run("''.replace('', 'x')")).toEqual(['x']);
+    // Later searches still see the start of the string and what precedes them.
+    expect(run("'aaa'.replaceMatches('^a', 'b')")).toEqual(['baa']);
+    expect(run("'ab ab'.replaceMatches('\\\\bab', 'x')")).toEqual(['x x']);
+    // JavaScript's \\s (a no-break space too), which RE2 spells differently.
+    expect(run("'a b\u00a0c'.replaceMatches('\\\\s', '_')")).toEqual(['a_b_c']);
+    expect(run("'x2024y'.replaceMatches('(?<n>\\\\d+)', '[$1|${n}|$&|$$]')")).toEqual(['x[2024|2024|2024|$]y']);
+  });
+
+  it('refuses a search it cannot afford before running it', () => {
+    const huge = { resourceType: 'Patient', name: [{ family: 'a'.repeat(16 * 1024 * 1024) }] };
+    const started = performance.now();
+    const compiled = compileRequestFhirPath(
+      "Patient.name.where(family.matches('(a|b){1,100}c'))",
+      new RequestFhirPathBudget(),
+    );
+    expect(() => compiled(huge)).toThrow(/too costly/);
+    expect(performance.now() - started).toBeLessThan(1000);
   });
 
   it('refuses patterns that are not regular, with a 400 naming the problem', () => {

@@ -8,12 +8,14 @@
 //   item with every other (`|`, union, distinct, intersect, exclude, subsetOf, ...) are refused, and so are
 //   trace (writes logs) and medplum's stubs (repeat, descendants, children: they answer nothing); `~` and
 //   `!~`, which sort both sides, take at most 1,000 items a side;
-// - `matches` and `replaceMatches` run on a linear-time engine (./linear-regex.ts), never on JavaScript's
-//   backtracking RegExp; `replace` is our own, and checks the size of its result before building it;
-// - every evaluation of a node of the tree, every item and code unit it returns, and every step of the
-//   regular-expression engine is charged to one budget per request, which also carries a deadline checked
-//   at each charge. Between two charges the evaluator does at most linear work in the size of the values
-//   at hand, so the budget bounds the whole.
+// - `matches` and `replaceMatches` run on re2js, a linear-time engine (./linear-regex.ts), never on
+//   JavaScript's backtracking RegExp; `replace` is our own, and checks the size of its result before
+//   building it;
+// - every evaluation of a node of the tree, every item and code unit it returns, and every regular-
+//   expression search (its worst case, (characters searched + 1) x program size, before it runs) is charged
+//   to one budget per request, which also carries a deadline checked at each charge. Between two charges
+//   the evaluator does at most linear work in the size of the values at hand, so the budget bounds the
+//   whole.
 import {
   evalFhirPathTyped,
   FunctionAtom,
@@ -30,7 +32,7 @@ export interface RequestFhirPathLimits {
   readonly maxLength: number;
   /** Nested brackets (parentheses and indexers) in one expression, and twice that for the parsed tree. */
   readonly maxNesting: number;
-  /** Steps (node evaluations, items returned, regular-expression steps) for the whole request. */
+  /** Steps (node evaluations, items returned, characters x instructions searched) for the whole request. */
   readonly maxSteps: number;
   /** Code units of strings returned, for the whole request: bounds what `replace` and `+` can build. */
   readonly maxChars: number;
@@ -294,6 +296,7 @@ function compilePattern(pattern: string, budget: RequestFhirPathBudget): LinearR
       if (!(error instanceof UnsupportedPattern)) throw error;
       throw new AppError('fhirpath-unsupported', `The regular expression "${pattern}" is refused: ${error.message}`);
     }
+    budget.spend(regex.programSize); // compiling is linear in the program
     cache.set(pattern, regex);
   }
   return regex;
@@ -303,7 +306,7 @@ function matches(context: unknown, input: TypedValue[], args: AtomLike[], budget
   const call = stringCall(context, input, args);
   if (!call || call.args[0] === undefined) return [];
   const regex = compilePattern(call.args[0], budget);
-  return [toTypedValue(regex.exec(call.value, 0, budget) !== null)];
+  return [toTypedValue(regex.test(call.value, budget))];
 }
 
 function replaceMatches(context: unknown, input: TypedValue[], args: AtomLike[], budget: RequestFhirPathBudget) {
@@ -312,10 +315,15 @@ function replaceMatches(context: unknown, input: TypedValue[], args: AtomLike[],
   const { value } = call;
   const regex = compilePattern(call.args[0], budget);
   // FHIRPath names groups as ${name}; JavaScript's replacement syntax, which medplum follows, as $<name>.
+  // (re2js's own replaceAll spells them $<name> too, or ${name} and $0 in its Java mode; it is not used
+  // because each search must be charged before it runs, so the loop and the expansion are here.)
   const substitution = call.args[1].replaceAll(/\$\{(\w+)\}/g, '$<$1>');
   let out = '';
   let copied = 0;
   let from = 0;
+  // Each search is charged for the rest of the string (re2js may scan to its end even when it matches
+  // early), so k matches in n characters cost up to k x n x program size: many matches in a long string
+  // can be refused as too costly.
   while (from <= value.length) {
     const match = regex.exec(value, from, budget);
     if (!match) break;

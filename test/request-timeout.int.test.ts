@@ -1,10 +1,10 @@
 // AMBIENT_REQUEST_TIMEOUT_MS: a request whose headers or body arrive too slowly gets 408 and its socket is
 // closed; an idle keep-alive connection and a response the client reads slowly are not cut by it. The
-// transport is the same whatever the database, so one backend (SQLite) is enough.
+// transport does not depend on the database, but the attack is run on both, as every attack is.
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sqliteTestDatabase } from '../src/test-support/databases.js';
+import { BACKENDS, testDatabase } from '../src/test-support/databases.js';
 import type { TestDatabase } from '../src/test-support/databases.js';
 import { startServerProcess } from '../src/test-support/server-process.js';
 import type { ServerProcess } from '../src/test-support/server-process.js';
@@ -34,12 +34,12 @@ function trickle(socket: Socket, bytes: string, everyMs: number): () => void {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('request timeout (AMBIENT_REQUEST_TIMEOUT_MS)', () => {
+describe.each(BACKENDS)('request timeout (AMBIENT_REQUEST_TIMEOUT_MS) on %s', (backend) => {
   let database: TestDatabase;
   let server: ServerProcess;
 
   beforeAll(async () => {
-    database = sqliteTestDatabase();
+    database = await testDatabase(backend);
     server = await startServerProcess({ DATABASE_URL: database.url, AMBIENT_REQUEST_TIMEOUT_MS: String(TIMEOUT_MS) });
   }, 60_000);
 

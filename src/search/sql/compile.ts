@@ -389,8 +389,9 @@ export function compileMatches(plan: Plan, dialect: Dialect, column: 'pk' | 'id'
   return limit === undefined ? query : sql`${query} LIMIT ${limit}`;
 }
 
-/** Stands for the frontier and the row limit in a compiled include until the executor binds them. */
+/** Stand for the frontier and the row limit in a compiled include until the executor binds them. */
 const FRONTIER = '\u0000frontier';
+const FRONTIER_KEYS = '\u0000frontier-keys';
 const LIMIT = '\u0000limit';
 
 /**
@@ -407,8 +408,12 @@ export interface CompiledInclude {
    */
   readonly from: readonly string[] | 'any';
   readonly statement: Sql;
-  /** Indexes in `statement.params` of the frontier (a JSON array) and of the row limit. */
+  /**
+   * Indexes in `statement.params` of the frontier, a JSON array (forward: pks; reverse: ids), of the
+   * reverse frontier's `Type/id` keys (-1 forward), and of the row limit.
+   */
   readonly frontierParam: number;
+  readonly keysParam: number;
   readonly limitParam: number;
 }
 
@@ -419,10 +424,16 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude): Compi
   let from: readonly string[] | 'any';
   if (!directive.reverse) {
     const typeFilter = directive.targetType ? sql` AND i.type = ${directive.targetType}` : raw('');
-    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN (${new Sql(dialect.jsonIntegers, [FRONTIER])}) AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
+    const frontier = new Sql(dialect.jsonIntegers, [FRONTIER]);
+    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk${raw(dialect.driver.open)}${frontier}${raw(dialect.driver.close)} AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
     from = include.sourceTypes;
   } else {
-    pks = sql`SELECT f.pk FROM idx_reference f WHERE ${spCondition('f', include.sps)} AND (f.target_type, f.target_id) IN (${new Sql(dialect.jsonPairs, [FRONTIER])})`;
+    // The ids reach the (sp, target_id, target_type) index as a list (a list, not a join: PostgreSQL
+    // estimates a JSON function at 100 rows and hashed the whole reference index against it); the
+    // `Type/id` keys then keep exactly the frontier's pairs.
+    const ids = new Sql(dialect.jsonTexts, [FRONTIER]);
+    const keys = new Sql(dialect.jsonTexts, [FRONTIER_KEYS]);
+    pks = sql`SELECT f.pk FROM idx_reference f WHERE ${spCondition('f', include.sps)} AND f.target_id${raw(dialect.driver.open)}${ids}${raw(dialect.driver.close)} AND f.target_type || '/' || f.target_id${raw(dialect.driver.open)}${keys}${raw(dialect.driver.close)}`;
     const targets = include.targetTypes;
     from = directive.targetType
       ? targets.length === 0 || targets.includes(directive.targetType)
@@ -440,6 +451,7 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude): Compi
     from,
     statement,
     frontierParam: statement.params.indexOf(FRONTIER),
+    keysParam: statement.params.indexOf(FRONTIER_KEYS),
     limitParam: statement.params.indexOf(LIMIT),
   };
 }
@@ -451,7 +463,13 @@ export function bindInclude(
   limit: number,
 ): Sql {
   const params = [...include.statement.params];
-  params[include.frontierParam] = JSON.stringify(frontier);
+  if (include.keysParam < 0) {
+    params[include.frontierParam] = JSON.stringify(frontier);
+  } else {
+    const pairs = frontier as readonly (readonly [string, string])[];
+    params[include.frontierParam] = JSON.stringify([...new Set(pairs.map(([, id]) => id))]);
+    params[include.keysParam] = JSON.stringify(pairs.map(([type, id]) => `${type}/${id}`));
+  }
   params[include.limitParam] = limit;
   return new Sql(include.statement.text, params);
 }

@@ -83,8 +83,8 @@ export interface Dialect {
    * bound per round into one statement text compiled once.
    */
   readonly jsonIntegers: string;
-  /** A subquery (one `?`: a JSON array of [text, text] pairs) yielding each pair as two columns. */
-  readonly jsonPairs: string;
+  /** A subquery (one `?`: a JSON array of strings) yielding each string. */
+  readonly jsonTexts: string;
   /** Statements deleting every row of `pk` from each table. */
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
 }
@@ -131,7 +131,7 @@ export const sqliteDialect: Dialect = {
   probeSuffix: '',
   refreshStatistics: () => [],
   jsonIntegers: 'SELECT value FROM json_each(?)',
-  jsonPairs: "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
+  jsonTexts: 'SELECT value FROM json_each(?)',
   insertFirstVersion: (type, id, lastUpdated, content) => ({
     insert: {
       sql: 'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
@@ -181,7 +181,7 @@ export const postgresDialect: Dialect = {
   driver: { open: ' = ANY(ARRAY(', close: '))' },
   probeSuffix: ' OFFSET 0',
   jsonIntegers: 'SELECT jsonb_array_elements_text(?::jsonb)::bigint',
-  jsonPairs: 'SELECT e->>0, e->>1 FROM jsonb_array_elements(?::jsonb) e',
+  jsonTexts: 'SELECT jsonb_array_elements_text(?::jsonb)',
   insertFirstVersion: (type, id, lastUpdated, content) => ({
     insert: {
       sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content), h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r) SELECT pk FROM r`,

@@ -109,6 +109,19 @@ describe('the SQLite read pool', () => {
     }
   });
 
+  it('answers with the error when a worker cannot open the database, without starting one after another', async () => {
+    const pool = new SqliteReadPool(join(dir, 'missing.db'), 2);
+    try {
+      const error = await pool.query('SELECT 1', [], budget(5000)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(Error);
+      expect(error).not.toBeInstanceOf(BudgetExceededError);
+      expect(String(error)).toMatch(/unable to open|does not exist|SQLITE_CANTOPEN/i);
+      expect(pool.stats()).toMatchObject({ workers: 0, queued: 0 });
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('times out a read that waits for a busy worker', async () => {
     const pool = new SqliteReadPool(file, 1);
     try {

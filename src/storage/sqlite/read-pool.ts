@@ -281,8 +281,19 @@ export class SqliteReadPool {
         this.dispatch();
       },
     );
-    thread.on('error', (error) => {
+    thread.on('error', (thrown: unknown) => {
+      // What the thread threw arrives cloned, not always as an Error (a SqliteError becomes { code }).
+      const error =
+        thrown instanceof Error
+          ? thrown
+          : sqliteError({
+              code: (thrown as { code?: string } | undefined)?.code,
+              message: `the search worker failed: ${(thrown as { message?: string } | undefined)?.message ?? (thrown as { code?: string } | undefined)?.code ?? String(thrown)}`,
+            });
       if (worker.job) this.settle(worker.job, error);
+      // One that could not even start (its connection would not open) would fail again: the waiting
+      // searches get the error instead of a new worker each.
+      if (!worker.ready) for (const job of this.queue.splice(0)) this.settle(job, error);
       this.remove(worker);
       this.dispatch();
     });
@@ -297,7 +308,7 @@ export class SqliteReadPool {
   private dispatch(): void {
     if (this.closed) return;
     while (this.queue.length > 0) {
-      let worker = this.workers.find((w) => w.ready && !w.job && !w.stopping);
+      const worker = this.workers.find((w) => w.ready && !w.job && !w.stopping);
       if (!worker) {
         // Started on demand: a server that never searches never pays for the threads.
         const starting = this.workers.some((w) => !w.ready);
@@ -309,7 +320,6 @@ export class SqliteReadPool {
       // A busy worker keeps the process alive until it answers.
       worker.thread.ref();
       worker.thread.postMessage({ id: job.id, text: job.text, params: job.params });
-      worker = undefined;
     }
   }
 

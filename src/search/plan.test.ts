@@ -52,13 +52,18 @@ describe('planning', () => {
   });
 
   it('collects unknown and unsupported parameters, leaving them out of the links', () => {
-    const p = plan(['Patient'], 'foo=1&_text=x&name=smith&_sort=bar,name');
-    expect(p.ignored.map((i) => i.name)).toEqual(['foo', '_text', '_sort=bar']);
+    const p = plan(['Patient'], 'foo=1&_text=x&name=smith&_sort=name');
+    expect(p.ignored.map((i) => i.name)).toEqual(['foo', '_text']);
     expect(p.linkParams).toEqual([
       ['name', 'smith'],
       ['_sort', 'name'],
     ]);
     expect(status(() => plan(['Patient'], 'foo=1', { strict: true }))).toBe(400);
+  });
+
+  it('refuses an unknown _sort parameter (400), even without handling=strict', () => {
+    expect(status(() => plan(['Patient'], '_sort=bar,name'))).toBe(400);
+    expect(status(() => plan(['Patient'], '_sort=-_text'))).toBe(400);
   });
 
   it.each([

@@ -149,8 +149,9 @@ export function planSearch(request: SearchRequest, types: readonly string[], ctx
     try {
       sort.push(planSort(key.code, key.descending, types, ctx));
     } catch (error) {
+      // An order the client asked for and would not get is an error, not a warning (CONTRACT.md).
       if (!(error instanceof Unknown)) throw error;
-      ignored.push({ name: `_sort=${key.code}`, reason: error.message });
+      throw invalid('_sort', `_sort: ${error.message}`);
     }
   }
   const includes = request.includes.map((directive) => planInclude(directive, types, ctx));

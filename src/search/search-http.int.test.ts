@@ -161,6 +161,17 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
     ).toBe('invalid-search');
   });
 
+  it('refuses an unknown _sort parameter with 400 (lenient handling too), and counts for _count=0', async () => {
+    const sorted = await get('/fhir/Patient?_sort=no-such-param');
+    expect(sorted.statusCode).toBe(400);
+    expect((sorted.json() as { issue: { diagnostics: string }[] }).issue[0].diagnostics).toContain('no-such-param');
+    const counted = (await get('/fhir/Patient?gender=male&_count=0')).json() as Bundle;
+    expect(counted.entry ?? []).toHaveLength(0);
+    const all = (await get('/fhir/Patient?gender=male&_total=accurate')).json() as Bundle;
+    expect(all.total).toBeGreaterThan(0);
+    expect(counted.total).toBe(all.total);
+  });
+
   it('pages with links the client follows as they are', async () => {
     const first = (await get('/fhir/Patient?_count=1&_sort=family')).json() as Bundle;
     expect(matches(first)).toEqual([`Patient/${ids.patient}`]);

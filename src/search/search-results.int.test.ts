@@ -137,6 +137,13 @@ describe.each(BACKENDS)('search results on %s', (backend) => {
       const none = await env.search('Patient', '_count=0&_total=accurate');
       expect(none.entry ?? []).toHaveLength(0);
       expect(none.total).toBe(6);
+      // Without _total too: _count=0 asks for the total (CONTRACT.md).
+      const totalOnly = await env.search('Patient', '_count=0');
+      expect(totalOnly.entry ?? []).toHaveLength(0);
+      expect(totalOnly.total).toBe(6);
+      expect((await env.search('Patient', '_count=0&gender=female')).total).toBe(
+        (await env.search('Patient', 'gender=female&_total=accurate')).total,
+      );
       const capped = await env.search('Patient', '_count=5000');
       expect(env.matchIds(capped)).toHaveLength(6);
       expect(linkOf(capped, 'self')).toContain('_count=5000');

@@ -540,7 +540,11 @@ export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: Sea
   return {
     page,
     pageLimit,
-    count: shape.total === 'accurate' ? compileCount(plan, dialect) : undefined,
+    // `_count=0` asks for the total only (CONTRACT.md): counted unless the client said otherwise.
+    count:
+      shape.total === 'accurate' || (shape.count === 0 && shape.total === undefined)
+        ? compileCount(plan, dialect)
+        : undefined,
     estimate,
     includes: plan.includes.map((include) => compileInclude(dialect, include)),
   };

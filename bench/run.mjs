@@ -1,4 +1,4 @@
-// npm run bench: the comparison workload of ../shared/bench/workload.mjs against our server, on SQLite
+// npm run bench: the comparison workload (bench/workload.mjs, a copy of the one shared with other servers' runs) against our server, on SQLite
 // and on PostgreSQL, printed as a table beside Medplum's numbers from the same workload.
 // Then, on a fresh database of its own, a synthetic data set of N resources (bench/synthetic.mjs): ingest
 // rate, size on disk and a search mix.
@@ -13,7 +13,8 @@
 //   --only synthetic: just the synthetic part (same as --no-workload --no-synthea).
 //   --keep-synthetic: keep the generated NDJSON and the synthetic SQLite database (their paths are printed).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench" and
-// "bench_synthetic" are recreated in it), AMBIENT_BENCH_WORKLOAD (default ../shared/bench/workload.mjs).
+// "bench_synthetic" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
+// AMBIENT_FIXTURES (default test/fixtures: the Synthea bundles and NDJSON, when present).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -26,12 +27,11 @@ import { databaseBytes, generateSynthetic, importSynthetic, syntheticChecks, syn
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
-const BESIDE = join(ROOT, '..', 'shared', 'bench', 'workload.mjs');
-const WORKLOAD =
-  process.env.AMBIENT_BENCH_WORKLOAD ?? (existsSync(BESIDE) ? BESIDE : '/work/shared/bench/workload.mjs');
-const FIXTURES_BESIDE = join(ROOT, '..', 'shared', 'fixtures');
-const FIXTURES =
-  process.env.AMBIENT_FIXTURES ?? (existsSync(FIXTURES_BESIDE) ? FIXTURES_BESIDE : '/work/shared/fixtures');
+// The comparison workload is carried in bench/ (a verbatim copy of the shared one); another copy can be named.
+const WORKLOAD = process.env.AMBIENT_BENCH_WORKLOAD ?? join(ROOT, 'bench', 'workload.mjs');
+// The Synthea fixtures the tests carry (test/fixtures), or AMBIENT_FIXTURES; without them the Synthea part
+// is skipped and the synthetic data set stands in.
+const FIXTURES = process.env.AMBIENT_FIXTURES ?? join(ROOT, 'test', 'fixtures');
 const POSTGRES_URL = process.env.AMBIENT_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -44,6 +44,14 @@ const parts = {
   synthea: only ? only.includes('synthea') : !args.includes('--no-synthea'),
   synthetic: only ? only.includes('synthetic') : true,
 };
+if (
+  parts.synthea &&
+  !existsSync(join(FIXTURES, 'synthea-r4-bundles')) &&
+  !existsSync(join(FIXTURES, 'synthea-bulk-ndjson'))
+) {
+  console.error(`No Synthea fixtures in ${FIXTURES}: the Synthea part is skipped (the synthetic data set stands in).`);
+  parts.synthea = false;
+}
 const syntheticTotal = Number(option('--synthetic', quick ? 20_000 : 1_000_000));
 const syntheticSeed = Number(option('--seed', 1));
 if (!Number.isInteger(syntheticTotal) || syntheticTotal < 0 || !Number.isInteger(syntheticSeed)) {
@@ -58,7 +66,8 @@ if (parts.workload && backends.includes('sqlite') && !args.includes('--no-govern
 /** The database a bench run uses: `sqlite-inline` is SQLite with AMBIENT_SEARCH_WORKERS=0. */
 const databaseOf = (backend) => (backend.startsWith('sqlite') ? 'sqlite' : 'postgres');
 
-// Medplum 5.0.10 on a machine of the same kind, medians of 4 runs (../shared/bench/README.md).
+// Medplum 5.0.10 on a machine of the same kind, medians of 4 runs (recorded with the comparison workload;
+// docs/benchmarks.md: that machine was about 3x faster than the live side-by-side run, so scale before comparing).
 const MEDPLUM = {
   W1_create_patient_seq: 222,
   W1_create_patient_c8: 431,

@@ -142,6 +142,25 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
       expect(current.json().status).toBe('booked');
     });
 
+    it('with If-None-Match: *, PUT only creates: 201 for a new id, 412 for an existing one (unchanged)', async () => {
+      const id = `only-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+      const put = (family: string) =>
+        t.app.inject({
+          method: 'PUT',
+          url: `/fhir/Patient/${id}`,
+          headers: { ...auth, 'content-type': FHIR_JSON, 'if-none-match': '*' },
+          payload: JSON.stringify({ resourceType: 'Patient', id, name: [{ family }] }),
+        });
+      const created = await put('First');
+      expect(created.statusCode, created.body).toBe(201);
+      const again = await put('Second');
+      expect(again.statusCode).toBe(412);
+      expect(again.json().resourceType).toBe('OperationOutcome');
+      const current = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+      expect(current.json().name[0].family).toBe('First');
+      expect(current.json().meta.versionId).toBe('1');
+    });
+
     it('creates on PUT to a new id (201) with that id', async () => {
       const id = `put-${Date.now()}-${Math.random().toString(36).slice(2)}`;
       const res = await t.app.inject({

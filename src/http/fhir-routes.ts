@@ -231,6 +231,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         request.params.id,
         request.body,
         ifMatchVersion(request),
+        header(request, 'if-none-match')?.trim() === '*',
       ),
     );
   });

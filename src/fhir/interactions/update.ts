@@ -1,4 +1,5 @@
 // https://hl7.org/fhir/R4/http.html#update
+import { AppError } from '../../errors.js';
 import { requireAccess } from '../access.js';
 import { assertValidId } from '../ids.js';
 import { acceptResource } from '../resource-input.js';
@@ -12,6 +13,8 @@ export async function updateInteraction(
   id: string,
   body: unknown,
   ifMatch?: number,
+  /** `If-None-Match: *`: only create; an existing resource is a 412 (https://hl7.org/fhir/R4/http.html#concurrency). */
+  createOnly = false,
 ): Promise<FhirResponse> {
   requireAccess(request, 'update', type);
   assertValidId(id);
@@ -21,6 +24,12 @@ export async function updateInteraction(
   // store has locked the row, so the check comes after the write, inside its transaction: a refusal
   // rolls the write back and nothing is stored.
   return request.services.store.transaction(async (store) => {
+    if (createOnly) {
+      const current = await store.read(type, id, { lock: true });
+      if (current && !current.deleted) {
+        throw new AppError('precondition-failed', `${type}/${id} exists already (If-None-Match: *)`);
+      }
+    }
     const { stored, created } = await store.update({ ...resource, id }, { ifMatch });
     if (created) requireAccess(request, 'create', type);
     return writeResponse(request, stored, created ? 201 : 200);

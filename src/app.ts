@@ -18,6 +18,7 @@ import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
+import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { VERSION } from './version.js';
@@ -67,6 +68,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   await registerCompression(app);
   registerRequestIdHeader(app);
   registerAccessLog(app);
+  const metrics = registerMetrics(app, config, db);
   registerBodyParsers(app);
   registerFhirCacheControl(app);
   await app.register(formbody, { bodyLimit: config.maxBodyBytes });
@@ -113,7 +115,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   await auth.registerRoutes(app);
   await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
-  await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db });
+  await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];

@@ -1,7 +1,7 @@
 // buildApp(config) → a Fastify instance that is not listening yet (main.ts listens; tests inject).
 import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
-import Fastify from 'fastify';
+import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { LOG_SERIALIZERS } from './logger.js';
 import type { Logger } from './logger.js';
@@ -10,11 +10,15 @@ import type { Config } from './config.js';
 import type { R4Registry } from './definitions/registry.js';
 import { AppError } from './errors.js';
 import { createFhirServices } from './fhir/create-services.js';
+import { registerAccessLog } from './http/access-log.js';
 import { registerBodyParsers } from './http/body-parsers.js';
 import { registerFhirCacheControl } from './http/cache-control.js';
+import { registerCompression } from './http/compression.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
+import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
+import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { VERSION } from './version.js';
@@ -44,6 +48,11 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     ...(parts.logger
       ? { loggerInstance: parts.logger.child({}, { serializers: LOG_SERIALIZERS }) as FastifyBaseLogger }
       : { logger: false }),
+    // One line per request, ours (http/access-log.ts), instead of Fastify's "incoming request" and
+    // "request completed" pair; the request id under one name in every line of the request.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_LOG_FIELD }),
+    requestIdHeader: false,
+    genReqId: requestIdFor,
     bodyLimit: config.maxBodyBytes,
     // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same
     // OperationOutcome (or OAuth error) as every other error.
@@ -55,6 +64,11 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler(errorHandler);
+  // First, so that every route registered after it compresses its replies.
+  await registerCompression(app);
+  registerRequestIdHeader(app);
+  registerAccessLog(app);
+  const metrics = registerMetrics(app, config, db);
   registerBodyParsers(app);
   registerFhirCacheControl(app);
   await app.register(formbody, { bodyLimit: config.maxBodyBytes });
@@ -101,7 +115,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   await auth.registerRoutes(app);
   await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
-  await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db });
+  await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];

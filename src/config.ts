@@ -43,6 +43,8 @@ export interface Config {
   readonly referentialIntegrity: boolean;
   /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
+  /** AMBIENT_METRICS_PORT: Prometheus text at GET /metrics on HOST:this port; undefined: no metrics. */
+  readonly metricsPort: number | undefined;
   /** The scribe records API: job processing and the optional note (LLM) and speech-to-text engines. */
   readonly scribe: ScribeConfig;
 }
@@ -200,6 +202,12 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const metricsPort =
+    (env.AMBIENT_METRICS_PORT ?? '') === '' ? undefined : integer('AMBIENT_METRICS_PORT', 0, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port) {
+    problems.push(`AMBIENT_METRICS_PORT must differ from PORT (${port}): metrics have a listener of their own`);
+  }
+
   const corsRaw = (env.AMBIENT_CORS_ORIGINS ?? '').trim();
   const corsOrigins = corsRaw === '' ? [] : corsRaw.split(',').map((o) => o.trim().replace(/\/+$/, ''));
 
@@ -228,6 +236,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     searchWorkers: integer('AMBIENT_SEARCH_WORKERS', 2, 0, 64),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
     sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
+    metricsPort,
     scribe: Object.freeze({
       workers: integer('AMBIENT_SCRIBE_WORKERS', 2, 0, 64),
       pollMs: integer('AMBIENT_SCRIBE_POLL_MS', 1000, 10, 3_600_000),

@@ -15,7 +15,8 @@ interface LoggedRequest {
  * A request as log lines show it: method, path and route pattern, never the query string. Searches put
  * names, identifiers and diagnosis codes there, and a client that sends its credentials to the token
  * endpoint in the URL puts a password there. Fastify's own serializer logs `req.url` whole; this one
- * replaces it (see buildApp), so the request lines Fastify writes ("incoming request") hold no query.
+ * replaces it (see buildApp), should a line ever log a request. (Fastify's own per-request lines are off:
+ * each request has one access line, src/http/access-log.ts.)
  */
 export function requestLogFields(request: LoggedRequest): Record<string, unknown> {
   const url = request.url ?? '';

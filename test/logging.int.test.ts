@@ -28,7 +28,7 @@ describe.each(BACKENDS)('log lines on %s', (backend) => {
     }
     return false;
   };
-  const completions = () => lines().filter((l) => l.msg === 'request completed').length;
+  const completions = () => lines().filter((l) => l.event === 'access').length;
   const completedAfter = (before: number) => () => completions() > before;
 
   it('a search is logged by its path and route, never with its query string', async () => {
@@ -41,8 +41,8 @@ describe.each(BACKENDS)('log lines on %s', (backend) => {
     });
     expect(res.statusCode).toBe(200);
     expect(await logged(completedAfter(before))).toBe(true);
-    const incoming = lines().find((l) => l.msg === 'incoming request' && JSON.stringify(l).includes('/fhir/Patient'));
-    expect(incoming?.req).toMatchObject({ method: 'GET', path: '/fhir/Patient' });
+    const access = lines().find((l) => l.event === 'access' && l.path === '/fhir/Patient');
+    expect(access).toMatchObject({ method: 'GET', path: '/fhir/Patient', route: '/fhir/:type', status: 200 });
     expect(raw.join('\n')).not.toContain(secret);
     expect(raw.join('\n')).not.toContain('86406008');
   });
@@ -85,7 +85,7 @@ describe.each(BACKENDS)('log lines on %s', (backend) => {
     expect(res.json().issue[0]).toMatchObject({ code: 'exception', diagnostics: 'Internal server error' });
     expect(res.body).not.toContain('JSON');
     const isError = (l: Record<string, unknown>) =>
-      l.level === 50 && JSON.stringify(l.err ?? {}).includes('SyntaxError') && typeof l.reqId === 'string';
+      l.level === 50 && JSON.stringify(l.err ?? {}).includes('SyntaxError') && typeof l.req_id === 'string';
     expect(await logged(isError)).toBe(true);
     const error = lines().find(isError)!.err as { stack?: string };
     expect(error.stack).toContain('patch');

@@ -1,6 +1,7 @@
 // The audit trail: one structured JSON log line per security event (token issued, failed login, lockout,
-// every 401 and 403) and one access line per authenticated request, naming the account. Every line has
-// `audit: true` and an `event`, so a log pipeline can route them apart. Passwords and tokens are never
+// every 401 and 403), and the access line of every authenticated request, naming the account (written by
+// src/http/access-log.ts: one line per request, with `audit: true` when it was authenticated). Every audit
+// line has `audit: true` and an `event`, so a log pipeline can route them apart. Passwords and tokens are never
 // passed to the logger; a username that matches no account is logged only as a keyed hash (auth-secret.ts),
 // since people sometimes type a password into the username field.
 import type { FastifyRequest } from 'fastify';
@@ -47,6 +48,11 @@ export function rememberPrincipal(request: FastifyRequest, principal: Principal)
   principals.set(request, principal);
 }
 
+/** What the FHIR and scribe layers added to the request's access line (auditAccess). */
+export function accessDetailsOf(request: FastifyRequest): AccessDetails | undefined {
+  return accessDetails.get(request);
+}
+
 /** The principal of a request the authenticator accepted, if any. */
 export function principalOf(request: FastifyRequest): Principal | undefined {
   return principals.get(request);
@@ -84,33 +90,6 @@ export class AuditLog {
         ...fields,
       },
       message,
-    );
-  }
-
-  /** The access line of an authenticated request, once its response has been sent. */
-  access(request: FastifyRequest, statusCode: number, responseTimeMs: number): void {
-    const principal = principals.get(request);
-    if (!principal || !this.log.isLevelEnabled('info')) return;
-    const details = accessDetails.get(request);
-    const params = (request.params ?? {}) as Record<string, unknown>;
-    this.log.info(
-      {
-        event: 'access',
-        req_id: request.id,
-        client: clientAddress(request),
-        account_id: principal.accountId,
-        username: principal.username,
-        method: request.method,
-        path: pathOf(request),
-        route: request.routeOptions?.url,
-        interaction: details?.interaction,
-        resource_type: details?.resourceType ?? (typeof params.type === 'string' ? params.type : undefined),
-        ids: details?.ids ?? (typeof params.id === 'string' ? [params.id] : undefined),
-        status: statusCode,
-        outcome: statusCode < 400 ? 'success' : 'failure',
-        response_time_ms: Math.round(responseTimeMs * 100) / 100,
-      },
-      'access',
     );
   }
 }

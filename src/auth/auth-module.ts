@@ -98,7 +98,7 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
 
     async registerRoutes(app: FastifyInstance) {
       registerSecurityHeaders(app);
-      // The audit trail of authenticated requests: one access line each, and every 403 as an event.
+      // Every 403 as an audit event (the access line of each request is src/http/access-log.ts's).
       app.addHook('onResponse', async (request, reply) => {
         if (!principalOf(request)) return;
         if (reply.statusCode === 403) {
@@ -111,7 +111,6 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
             'request forbidden: the token does not grant it',
           );
         }
-        audit.access(request, reply.statusCode, reply.elapsedTime);
       });
       // A batch or transaction Bundle is as many requests as it has entries: the bearer check took one
       // point before the body was read; the rest is taken here, before any entry runs.

@@ -189,6 +189,14 @@ export class JobQueue {
     );
   }
 
+  /** Jobs waiting or running (the queue's depth), by state: one indexed count (scribe_job_due). */
+  async depth(): Promise<Record<string, number>> {
+    const rows = await this.db.query<{ state: string; n: number }>(
+      `SELECT state, COUNT(*) AS n FROM scribe_job WHERE state IN ('queued', 'running') GROUP BY state`,
+    );
+    return Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
+  }
+
   /** Counts by state, for tests and operators. */
   async counts(): Promise<Record<string, number>> {
     const rows = await this.db.query<{ state: string; n: number }>(

@@ -7,6 +7,7 @@ import { auditAccess } from '../auth/audit.js';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import type { FhirServices } from '../fhir/services.js';
+import type { AppMetrics } from '../metrics/metrics.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import type { AudioInput } from './engines/engine.js';
 import { createEngines } from './engines/index.js';
@@ -32,6 +33,8 @@ export interface ScribeRoutesOptions {
   readonly db: SqlDatabase;
   /** Engines other than the configuration's (tests). */
   readonly engines?: Engines;
+  /** The app's metrics, when AMBIENT_METRICS_PORT is set: queue depth and job outcomes. */
+  readonly metrics?: AppMetrics;
 }
 
 type ScribeScope = 'scribe.read' | 'scribe.write';
@@ -161,8 +164,15 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
     queue,
     (job, signal) => processor.process(job, signal),
     (tx, job, reason) => markFailed(tx, job.recordId, reason, new Date().toISOString()),
-    { size: settings.workers, pollMs: settings.pollMs, leaseMs, logger: app.log },
+    {
+      size: settings.workers,
+      pollMs: settings.pollMs,
+      leaseMs,
+      logger: app.log,
+      onOutcome: (outcome) => options.metrics?.scribeJob(outcome),
+    },
   );
+  options.metrics?.observeScribe({ depth: () => queue.depth(), active: () => pool.active });
   app.addHook('onReady', async () => pool.start());
   // preClose: before any onClose hook, so the database (closed by app.ts's onClose) is still open to give jobs back.
   app.addHook('preClose', async () => pool.stop());

@@ -13,6 +13,8 @@ export interface PoolOptions {
   readonly pollMs: number;
   readonly leaseMs: number;
   readonly logger?: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** Told how each attempt ended (metrics); not for attempts given back at shutdown. */
+  readonly onOutcome?: (outcome: 'completed' | 'failed' | 'retried' | 'lost') => void;
 }
 
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
@@ -116,6 +118,7 @@ export class WorkerPool {
     const log = this.options.logger;
     try {
       await this.handler(job, signal);
+      this.options.onOutcome?.('completed');
       log?.info({ scribe_id: job.recordId, job_id: job.id, attempt: job.attempts }, 'scribe: record completed');
     } catch (error) {
       if (signal.reason instanceof ShutdownError) {
@@ -123,6 +126,7 @@ export class WorkerPool {
         return;
       }
       if (error instanceof LeaseLostError || signal.reason instanceof LeaseLostError) {
+        this.options.onOutcome?.('lost');
         log?.warn({ scribe_id: job.recordId, job_id: job.id }, 'scribe: lease lost, another worker has the job');
         return;
       }
@@ -138,6 +142,7 @@ export class WorkerPool {
             ),
           ),
         );
+        this.options.onOutcome?.(outcome === 'retry' ? 'retried' : outcome);
         log?.warn(
           { scribe_id: job.recordId, job_id: job.id, attempt: job.attempts, outcome, permanent, reason },
           outcome === 'retry' ? 'scribe: attempt failed, will retry' : 'scribe: job failed',

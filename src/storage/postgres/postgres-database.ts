@@ -102,6 +102,17 @@ export class PostgresDatabase implements SqlDatabase {
     return pool;
   }
 
+  /** Connections of each pool (for metrics): the main one, and the search one once it exists. */
+  poolStats(): { pool: 'main' | 'search'; total: number; idle: number; waiting: number }[] {
+    const stats = (pool: 'main' | 'search', p: pg.Pool) => ({
+      pool,
+      total: p.totalCount,
+      idle: p.idleCount,
+      waiting: p.waitingCount,
+    });
+    return [stats('main', this.pool), ...(this.searchPool ? [stats('search', this.searchPool)] : [])];
+  }
+
   async warmUp(): Promise<void> {
     // Search connections are made on demand; each costs one round trip more, once.
   }

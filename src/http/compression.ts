@@ -1,0 +1,48 @@
+// Response compression (CONTRACT.md "Running it"): gzip or br when the client's Accept-Encoding allows,
+// through @fastify/compress. Registered before any route, so every route's replies pass through it: FHIR
+// replies (sent as pre-serialised strings), errors, the scribe and auth APIs. Measured costs and the
+// choice of levels: docs/benchmarks.md "Compression".
+import { constants } from 'node:zlib';
+import compress from '@fastify/compress';
+import type { FastifyInstance } from 'fastify';
+
+/** Bodies smaller than this go out as they are: below ~1 KB the headers cost more than compression saves. */
+export const COMPRESSION_THRESHOLD_BYTES = 1024;
+
+/**
+ * Brotli quality 4 (zlib's default, 11, is meant for static assets compressed once: on the 366 KB
+ * CapabilityStatement it takes ~100x longer than quality 4 for a few per cent smaller output).
+ */
+export const BROTLI_QUALITY = 4;
+
+/** gzip level 6 (zlib's default): within a few per cent of level 9's size at a fraction of its time. */
+export const GZIP_LEVEL = 6;
+
+export async function registerCompression(app: FastifyInstance): Promise<void> {
+  await app.register(compress, {
+    global: true,
+    // Request bodies are not decompressed: clients send them as they are (and a compressed upload would
+    // need its own size limit on the inflated bytes).
+    globalDecompression: false,
+    encodings: ['br', 'gzip'],
+    threshold: COMPRESSION_THRESHOLD_BYTES,
+    brotliOptions: { params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } },
+    zlibOptions: { level: GZIP_LEVEL },
+  });
+  // `Vary: Accept-Encoding` on every body that could have been compressed, also when this client got it
+  // uncompressed, so that a shared cache never hands one client's encoding to another. (@fastify/compress
+  // adds it only when it compresses, and spells it in lower case: so do we, so that it is never doubled.)
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (
+      (typeof payload === 'string' || Buffer.isBuffer(payload)) &&
+      Buffer.byteLength(payload) >= COMPRESSION_THRESHOLD_BYTES
+    ) {
+      const vary = reply.getHeader('Vary');
+      const values = vary === undefined ? [] : Array.isArray(vary) ? vary : [String(vary)];
+      if (!values.some((v) => v.toLowerCase().includes('accept-encoding'))) {
+        reply.header('Vary', [...values, 'accept-encoding'].join(', '));
+      }
+    }
+    return payload;
+  });
+}

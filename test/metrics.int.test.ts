@@ -1,0 +1,169 @@
+// Prometheus metrics on their own listener (AMBIENT_METRICS_PORT), read over HTTP as a scraper does.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { BACKENDS } from '../src/test-support/databases.js';
+import { startTestApp } from '../src/test-support/test-app.js';
+import type { TestApp } from '../src/test-support/test-app.js';
+
+/** The value of one sample, e.g. sample(text, 'ambient_fhir_http_requests_total', {route: '/fhir/:type'}). */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const have = Object.fromEntries(
+      [...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]),
+    );
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[3]);
+  }
+  return undefined;
+}
+
+describe.each(BACKENDS)('metrics on %s', (backend) => {
+  let t: TestApp;
+  let auth: Record<string, string>;
+  let url: string;
+  const scrape = async () => {
+    const res = await fetch(url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    return res.text();
+  };
+
+  beforeAll(async () => {
+    t = await startTestApp(backend, { AMBIENT_METRICS_PORT: '0', AMBIENT_SCRIBE_POLL_MS: '50' });
+    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    const address = t.app.metricsAddress();
+    expect(address).toBeDefined();
+    url = `http://127.0.0.1:${address!.port}/metrics`;
+  });
+  afterAll(async () => t?.close());
+
+  it('counts requests by route pattern, FHIR interaction and status, with a latency histogram', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: auth,
+      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Metrics' }] }),
+    });
+    expect(created.statusCode).toBe(201);
+    const id = created.json().id as string;
+    for (let i = 0; i < 3; i++) {
+      expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).statusCode).toBe(200);
+    }
+    const missing = randomUUID();
+    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${missing}`, headers: auth })).statusCode).toBe(
+      404,
+    );
+    await t.app.inject({ method: 'GET', url: '/fhir/Patient?family=Metrics', headers: auth });
+    await t.app.inject({ method: 'GET', url: `/no/such/${missing}` });
+
+    const text = await scrape();
+    const read = { method: 'GET', route: '/fhir/:type/:id', interaction: 'read' };
+    expect(sample(text, 'ambient_fhir_http_requests_total', { ...read, status: '200' })).toBe(3);
+    expect(sample(text, 'ambient_fhir_http_requests_total', { ...read, status: '404' })).toBe(1);
+    expect(
+      sample(text, 'ambient_fhir_http_requests_total', {
+        method: 'POST',
+        route: '/fhir/:type',
+        interaction: 'create',
+        status: '201',
+      }),
+    ).toBe(1);
+    expect(
+      sample(text, 'ambient_fhir_http_requests_total', {
+        route: '/fhir/:type',
+        interaction: 'search-type',
+        status: '200',
+      }),
+    ).toBe(1);
+    expect(sample(text, 'ambient_fhir_http_requests_total', { route: 'unmatched', status: '404' })).toBe(1);
+    expect(sample(text, 'ambient_fhir_http_request_duration_seconds_count', read)).toBe(4);
+    expect(sample(text, 'ambient_fhir_http_request_duration_seconds_bucket', { ...read, le: '+Inf' })).toBe(4);
+    // Bounded labels: no id and no raw path anywhere.
+    expect(text).not.toContain(id);
+    expect(text).not.toContain(missing);
+    expect(text).not.toContain('family=');
+    // prom-client's defaults: event-loop lag and memory.
+    expect(sample(text, 'nodejs_eventloop_lag_seconds')).toBeGreaterThanOrEqual(0);
+    expect(sample(text, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('reports the database pool', async () => {
+    const text = await scrape();
+    if (backend === 'postgres') {
+      expect(sample(text, 'ambient_fhir_pg_pool_connections', { pool: 'main' })).toBeGreaterThan(0);
+      expect(sample(text, 'ambient_fhir_pg_pool_idle_connections', { pool: 'main' })).toBeGreaterThanOrEqual(0);
+      expect(sample(text, 'ambient_fhir_pg_pool_waiting_requests', { pool: 'main' })).toBe(0);
+    } else {
+      const busy = sample(text, 'ambient_fhir_sqlite_read_workers', { state: 'busy' })!;
+      const idle = sample(text, 'ambient_fhir_sqlite_read_workers', { state: 'idle' })!;
+      expect(busy + idle).toBe(t.config.searchWorkers);
+      expect(sample(text, 'ambient_fhir_sqlite_read_queue')).toBe(0);
+    }
+  });
+
+  it('reports the scribe queue and the outcome of its jobs', async () => {
+    const submitted = await t.app.inject({
+      method: 'POST',
+      url: '/v1/ambient/api/scribe',
+      headers: auth,
+      payload: JSON.stringify({
+        transcripts: ['Doctor: How are you? Patient: Fine, a mild cough.'],
+        template_ids: [1],
+      }),
+    });
+    expect(submitted.statusCode).toBe(202);
+    let text = '';
+    for (let i = 0; i < 200; i++) {
+      text = await scrape();
+      if (sample(text, 'ambient_fhir_scribe_jobs_total', { outcome: 'completed' }) === 1) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(sample(text, 'ambient_fhir_scribe_jobs_total', { outcome: 'completed' })).toBe(1);
+    expect(sample(text, 'ambient_fhir_scribe_jobs_total', { outcome: 'failed' })).toBe(0);
+    expect(sample(text, 'ambient_fhir_scribe_jobs_total', { outcome: 'retried' })).toBe(0);
+    expect(sample(text, 'ambient_fhir_scribe_queue_jobs', { state: 'queued' })).toBeGreaterThanOrEqual(0);
+    expect(sample(text, 'ambient_fhir_scribe_queue_jobs', { state: 'running' })).toBeGreaterThanOrEqual(0);
+    expect(
+      sample(text, 'ambient_fhir_http_requests_total', {
+        method: 'POST',
+        route: '/v1/ambient/api/scribe',
+        interaction: 'scribe.submit',
+        status: '202',
+      }),
+    ).toBe(1);
+  });
+
+  it('the listener answers only GET /metrics', async () => {
+    expect((await fetch(url.replace('/metrics', '/'))).status).toBe(404);
+  });
+});
+
+describe('metrics off', () => {
+  it('AMBIENT_METRICS_PORT unset: no listener, no collection', async () => {
+    const t = await startTestApp('sqlite');
+    try {
+      expect(t.config.metricsPort).toBeUndefined();
+      expect(t.app.metrics).toBeUndefined();
+      expect(t.app.metricsAddress()).toBeUndefined();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('the listener starts with the app and stops when it closes', async () => {
+    const t = await startTestApp('sqlite', { AMBIENT_METRICS_PORT: '0' });
+    const url = `http://127.0.0.1:${t.app.metricsAddress()!.port}/metrics`;
+    expect((await fetch(url)).status).toBe(200);
+    await t.close();
+    await expect(fetch(url)).rejects.toThrow();
+  });
+
+  it('AMBIENT_METRICS_PORT is validated like the other ports', () => {
+    expect(loadConfig({ AMBIENT_METRICS_PORT: '9464' }).metricsPort).toBe(9464);
+    expect(() => loadConfig({ AMBIENT_METRICS_PORT: 'abc' })).toThrow(ConfigError);
+    expect(() => loadConfig({ AMBIENT_METRICS_PORT: '70000' })).toThrow(/AMBIENT_METRICS_PORT/);
+    expect(() => loadConfig({ PORT: '8080', AMBIENT_METRICS_PORT: '8080' })).toThrow(/differ from PORT/);
+  });
+});

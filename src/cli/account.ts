@@ -221,5 +221,3 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const accountCommand: Command = createAccountCommand();

@@ -102,5 +102,3 @@ export function createImportCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const importCommand: Command = createImportCommand();

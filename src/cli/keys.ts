@@ -68,5 +68,3 @@ export function createKeysCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const keysCommand: Command = createKeysCommand();

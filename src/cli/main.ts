@@ -1,11 +1,11 @@
 // node bin/ambient-fhir.js <command> ...: one entry for the server and the administrator's commands.
-import type { CliIo } from './command.js';
+import type { CliIo, Command } from './command.js';
 import { processIo, StartupError, UsageError } from './command.js';
-import { COMMANDS } from './commands.js';
+import { createCommands } from './commands.js';
 import { oneLine } from './failures.js';
 
-function overview(): string {
-  const list = Object.entries(COMMANDS)
+function overview(commands: Readonly<Record<string, Command>>): string {
+  const list = Object.entries(commands)
     .map(([n, c]) => `  ${n.padEnd(10)} ${c.summary}`)
     .join('\n');
   return `Usage: ambient-fhir <command> [--help]\n\n${list}\n\n"ambient-fhir <command> --help" explains a command. Exit codes: 0 done, 1 refused or failed, 2 wrong usage.\n`;
@@ -16,20 +16,21 @@ function overview(): string {
  * stderr and exit 1 (a StartupError's line says what to fix; no stack trace for an operator to read).
  */
 export async function runCli(argv: string[], io: CliIo = processIo()): Promise<number> {
+  const commands = createCommands(io);
   const [name, ...args] = argv;
   if (name === undefined) {
-    io.stderr.write(`ambient-fhir needs a command\n\n${overview()}`);
+    io.stderr.write(`ambient-fhir needs a command\n\n${overview(commands)}`);
     return 2;
   }
   if (name === '--help' || name === '-h' || name === 'help') {
-    const about = args[0] !== undefined ? COMMANDS[args[0]] : undefined;
+    const about = args[0] !== undefined && Object.hasOwn(commands, args[0]) ? commands[args[0]] : undefined;
     if (about) return about.run(['--help']);
-    io.stdout.write(overview());
+    io.stdout.write(overview(commands));
     return 0;
   }
-  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!command) {
-    io.stderr.write(`Unknown command "${name}"\n\n${overview()}`);
+    io.stderr.write(`Unknown command "${name}"\n\n${overview(commands)}`);
     return 2;
   }
   try {

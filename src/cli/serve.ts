@@ -105,5 +105,3 @@ export function createServeCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const serveCommand: Command = createServeCommand();

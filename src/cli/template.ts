@@ -200,5 +200,3 @@ export function createTemplateCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const templateCommand: Command = createTemplateCommand();

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, redactUrl } from './config.js';
+import { readFileSync } from 'node:fs';
+import type { NetworkInterfaceInfo } from 'node:os';
+import { ConfigError, knownVariables, levenshtein, loadConfig, redactUrl, wildcardPublicHost } from './config.js';
 
 describe('loadConfig', () => {
   it('applies the CONTRACT.md defaults and freezes the result', () => {
@@ -20,7 +22,8 @@ describe('loadConfig', () => {
   });
 
   it('derives the public URL from HOST, PORT and TLS, and trims a trailing slash from AMBIENT_PUBLIC_URL', () => {
-    expect(loadConfig({ HOST: '0.0.0.0', PORT: '9000' }).publicUrl).toBe('http://0.0.0.0:9000');
+    expect(loadConfig({ HOST: '10.1.2.3', PORT: '9000' }).publicUrl).toBe('http://10.1.2.3:9000');
+    expect(loadConfig({ HOST: '::1', PORT: '9000' }).publicUrl).toBe('http://[::1]:9000');
     expect(loadConfig({ TLS_CERT_FILE: 'c.pem', TLS_KEY_FILE: 'k.pem' }).publicUrl).toBe('https://127.0.0.1:8080');
     expect(loadConfig({ AMBIENT_PUBLIC_URL: 'https://fhir.example.org/' }).publicUrl).toBe('https://fhir.example.org');
   });
@@ -105,5 +108,106 @@ describe('loadConfig', () => {
       message = (e as Error).message;
     }
     expect(message).not.toContain('secret');
+  });
+});
+
+describe('unknown AMBIENT_* variables', () => {
+  const warningsFor = (env: Record<string, string>) => {
+    const lines: string[] = [];
+    loadConfig(env, { warn: (line) => lines.push(line) });
+    return lines;
+  };
+
+  it('warns about a misspelt name, one line naming it and the closest known name, and ignores it', () => {
+    expect(warningsFor({ AMBIENT_CORS_ORIGIN: 'https://a.example' })).toEqual([
+      'AMBIENT_CORS_ORIGIN is not a setting of ambient-fhir and is ignored; the closest known name is AMBIENT_CORS_ORIGINS',
+    ]);
+    expect(warningsFor({ AMBIENT_SEARCH_TIMEOUT: '5', AMBIENT_LLM_MODLE: 'x' })).toEqual([
+      expect.stringMatching(/^AMBIENT_SEARCH_TIMEOUT is .* closest known name is AMBIENT_SEARCH_TIMEOUT_MS$/),
+      expect.stringMatching(/^AMBIENT_LLM_MODLE is .* closest known name is AMBIENT_LLM_MODEL$/),
+    ]);
+  });
+
+  it('knows every name it reads, including those read only when another is set, and the tooling names', () => {
+    expect(
+      warningsFor({
+        AMBIENT_CORS_ORIGINS: '*',
+        AMBIENT_LLM_MODEL: 'm',
+        AMBIENT_STT_API_KEY: 'k',
+        AMBIENT_TEST_POSTGRES_URL: 'postgres://x',
+        AMBIENT_FULL_TESTS: '1',
+        OTHER_VARIABLE: 'x',
+      }),
+    ).toEqual([]);
+  });
+
+  it('still warns when the configuration is refused, so that a typo behind the refusal is seen', () => {
+    const lines: string[] = [];
+    expect(() => loadConfig({ PORT: 'abc', AMBIENT_PUBLC_URL: 'x' }, { warn: (l) => lines.push(l) })).toThrow(
+      ConfigError,
+    );
+    expect(lines).toEqual([expect.stringContaining('closest known name is AMBIENT_PUBLIC_URL')]);
+  });
+
+  it('records the known names as config.ts reads them: each one is documented in the README', () => {
+    const names = knownVariables();
+    expect(names).toEqual(expect.arrayContaining(['AMBIENT_CORS_ORIGINS', 'AMBIENT_LLM_API_KEY', 'HOST', 'PORT']));
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    expect(names.filter((name) => name.startsWith('AMBIENT_') && !readme.includes(name))).toEqual([]);
+  });
+
+  it('measures distance by Levenshtein', () => {
+    expect(levenshtein('AMBIENT_CORS_ORIGIN', 'AMBIENT_CORS_ORIGINS')).toBe(1);
+    expect(levenshtein('kitten', 'sitting')).toBe(3);
+    expect(levenshtein('', 'abc')).toBe(3);
+  });
+});
+
+describe('the public URL of a wildcard HOST', () => {
+  const nic = (address: string, family: 'IPv4' | 'IPv6', internal = false) =>
+    ({ address, family, internal, netmask: '', mac: '', cidr: null }) as unknown as NetworkInterfaceInfo;
+  const interfaces = {
+    lo: [nic('127.0.0.1', 'IPv4', true), nic('::1', 'IPv6', true)],
+    eth0: [nic('fe80::1', 'IPv6'), nic('192.168.1.20', 'IPv4')],
+    eth1: [nic('10.0.0.7', 'IPv4')],
+  };
+
+  it('takes the first non-internal IPv4 address and says so in one start-up line', () => {
+    for (const host of ['0.0.0.0', '::']) {
+      const lines: string[] = [];
+      const config = loadConfig(
+        { HOST: host, PORT: '9000' },
+        { networkInterfaces: () => interfaces, hostname: () => 'box', inform: (l) => lines.push(l) },
+      );
+      expect(config.publicUrl).toBe('http://192.168.1.20:9000');
+      expect(config.host).toBe(host);
+      expect(lines).toEqual([
+        `public URL http://192.168.1.20:9000 (HOST=${host} listens on every interface; the host is the first non-internal IPv4 address (eth0)): set AMBIENT_PUBLIC_URL to the address clients use`,
+      ]);
+    }
+  });
+
+  it('falls back to a global IPv6 address, then the host name, then loopback', () => {
+    expect(wildcardPublicHost({ eth0: [nic('fe80::1', 'IPv6'), nic('2001:db8::5', 'IPv6')] }, 'box').host).toBe(
+      '[2001:db8::5]',
+    );
+    expect(wildcardPublicHost({ lo: [nic('127.0.0.1', 'IPv4', true)] }, 'box.example.org').host).toBe(
+      'box.example.org',
+    );
+    expect(wildcardPublicHost({}, 'localhost').host).toBe('127.0.0.1');
+  });
+
+  it('leaves AMBIENT_PUBLIC_URL and a specific HOST alone, with no start-up line', () => {
+    const lines: string[] = [];
+    const options = {
+      networkInterfaces: () => interfaces,
+      hostname: () => 'box',
+      inform: (l: string) => lines.push(l),
+    };
+    expect(loadConfig({ HOST: '0.0.0.0', AMBIENT_PUBLIC_URL: 'https://fhir.example.org' }, options).publicUrl).toBe(
+      'https://fhir.example.org',
+    );
+    expect(loadConfig({ HOST: '127.0.0.1' }, options).publicUrl).toBe('http://127.0.0.1:8080');
+    expect(lines).toEqual([]);
   });
 });

@@ -1,6 +1,8 @@
 // The one place that reads the environment (CONTRACT.md "Running it"). Everything else receives the
 // frozen Config object, so tests can build an app from any configuration without touching process.env.
 import { isIP } from 'node:net';
+import { hostname as osHostname, networkInterfaces as osNetworkInterfaces } from 'node:os';
+import type { NetworkInterfaceInfo } from 'node:os';
 
 export interface Config {
   readonly host: string;
@@ -81,6 +83,16 @@ export interface ScribeConfig {
 
 export class ConfigError extends Error {}
 
+export interface ConfigOptions {
+  /** Told each warning as one line: an AMBIENT_* variable this configuration does not know (ignored). */
+  readonly warn?: (line: string) => void;
+  /** Told facts worth one start-up line: the public URL derived for a wildcard HOST. */
+  readonly inform?: (line: string) => void;
+  /** The machine's network interfaces and name (os.networkInterfaces, os.hostname); tests pass their own. */
+  readonly networkInterfaces?: () => NodeJS.Dict<NetworkInterfaceInfo[]>;
+  readonly hostname?: () => string;
+}
+
 /**
  * The longest window of an in-process counter: rate-limiter-flexible expires them with setTimeout, which
  * fires at once for anything beyond 2^31 - 1 ms (24.8 days).
@@ -128,7 +140,86 @@ type Env = Record<string, string | undefined>;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-export function loadConfig(env: Env = process.env): Readonly<Config> {
+/**
+ * Variables with the AMBIENT_ prefix that the project's own tooling (tests, benchmarks, soak) reads, not
+ * the server: an environment exported for `npm test` must not make every server it starts warn.
+ */
+const TOOLING_VARIABLES = /^AMBIENT_(TEST|BENCH|SOAK)_|^AMBIENT_(FULL_TESTS|FIXTURES|AUTH_BENCH)$/;
+
+export function loadConfig(environment: Env = process.env, options: ConfigOptions = {}): Readonly<Config> {
+  const { config, problems, known, publicUrlNote } = readConfig(environment, options);
+  for (const name of Object.keys(environment)) {
+    if (!name.startsWith('AMBIENT_') || known.has(name) || TOOLING_VARIABLES.test(name)) continue;
+    options.warn?.(
+      `${name} is not a setting of ambient-fhir and is ignored; the closest known name is ${closest(name, known)}`,
+    );
+  }
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  if (publicUrlNote) options.inform?.(publicUrlNote);
+  return Object.freeze(config);
+}
+
+/** Every variable the configuration reads (the names are recorded as it reads them, so they cannot drift). */
+export function knownVariables(): string[] {
+  return [...readConfig({}, { networkInterfaces: () => ({}), hostname: () => 'localhost' }).known].sort();
+}
+
+/** The known name nearest to an unknown one (Levenshtein distance; the first in sorted order on a tie). */
+function closest(name: string, known: ReadonlySet<string>): string {
+  let best = '';
+  let bestDistance = Infinity;
+  for (const candidate of [...known].sort()) {
+    const distance = levenshtein(name, candidate);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+export function levenshtein(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
+}
+
+/** Addresses that stand for "every interface": no client can send a request to them. */
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '::0', '0:0:0:0:0:0:0:0']);
+
+/**
+ * The host of the default public URL when HOST is a wildcard: the first non-internal IPv4 address (in the
+ * order the system lists its interfaces), else the first non-internal IPv6 address that is not link-local
+ * (which would need a zone), else the machine's name, else 127.0.0.1. An address rather than the name
+ * first, because a name need not resolve on the clients' side while an interface's address is reachable
+ * at least from its own network.
+ */
+export function wildcardPublicHost(
+  interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>,
+  hostname: string,
+): { host: string; source: string } {
+  const all = Object.entries(interfaces).flatMap(([name, list]) => (list ?? []).map((i) => ({ name, ...i })));
+  const external = all.filter((i) => !i.internal);
+  const v4 = external.find((i) => i.family === 'IPv4');
+  if (v4) return { host: v4.address, source: `the first non-internal IPv4 address (${v4.name})` };
+  const v6 = external.find((i) => i.family === 'IPv6' && !/^fe80:/i.test(i.address));
+  if (v6) return { host: `[${v6.address}]`, source: `the first non-internal IPv6 address (${v6.name})` };
+  if (hostname !== '' && hostname !== 'localhost') return { host: hostname, source: 'the host name' };
+  return { host: '127.0.0.1', source: 'loopback (no other address found)' };
+}
+
+function readConfig(environment: Env, options: ConfigOptions) {
+  // Every name read is recorded: the names loadConfig knows are exactly the ones it reads.
+  const known = new Set<string>();
+  const env: Env = new Proxy(environment, {
+    get(target, name) {
+      if (typeof name === 'string') known.add(name);
+      return Reflect.get(target, name) as string | undefined;
+    },
+  });
   const problems: string[] = [];
   const integer = (name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
     const raw = env[name];
@@ -157,6 +248,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     const url = (env[`${prefix}_URL`] ?? '').trim().replace(/\/+$/, '');
     const timeoutMs = integer(`${prefix}_TIMEOUT_MS`, defaultTimeoutMs, 100, 3_600_000);
     const maxRetries = integer(`${prefix}_MAX_RETRIES`, 2, 0, 10);
+    // Read before the early return, so that both names are known even while the engine is off.
+    const model = (env[`${prefix}_MODEL`] ?? '').trim() || defaultModel;
+    const apiKey = env[`${prefix}_API_KEY`] || undefined;
     if (url === '') return undefined;
     try {
       const parsed = new URL(url);
@@ -164,12 +258,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     } catch {
       problems.push(`${prefix}_URL must be an absolute http(s) URL, got "${redactUrl(url)}"`);
     }
-    const model = (env[`${prefix}_MODEL`] ?? '').trim() || defaultModel;
     if (model === undefined) problems.push(`${prefix}_MODEL must be set when ${prefix}_URL is`);
     return Object.freeze({
       url,
       model: model ?? '',
-      apiKey: env[`${prefix}_API_KEY`] || undefined,
+      apiKey,
       timeoutMs,
       maxRetries,
     });
@@ -182,9 +275,18 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (Boolean(tlsCertFile) !== Boolean(tlsKeyFile))
     problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be set together');
   const scheme = tlsCertFile ? 'https' : 'http';
-  const publicUrl = (
-    env.AMBIENT_PUBLIC_URL || `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`
-  ).replace(/\/+$/, '');
+  let publicUrlNote: string | undefined;
+  let publicHost = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  if (!env.AMBIENT_PUBLIC_URL && WILDCARD_HOSTS.has(host)) {
+    // http://0.0.0.0:8080/... is no address a client can follow (Location, fullUrl, paging links, iss, aud).
+    const derived = wildcardPublicHost(
+      (options.networkInterfaces ?? osNetworkInterfaces)(),
+      (options.hostname ?? osHostname)(),
+    );
+    publicHost = derived.host;
+    publicUrlNote = `public URL ${scheme}://${publicHost}:${port} (HOST=${host} listens on every interface; the host is ${derived.source}): set AMBIENT_PUBLIC_URL to the address clients use`;
+  }
+  const publicUrl = (env.AMBIENT_PUBLIC_URL || `${scheme}://${publicHost}:${port}`).replace(/\/+$/, '');
   try {
     const parsed = new URL(publicUrl);
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error();
@@ -247,8 +349,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       stt: engine('AMBIENT_STT', 'whisper-1', 120_000),
     }),
   };
-  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
-  return Object.freeze(config);
+  return { config, problems, known, publicUrlNote };
 }
 
 function sqliteSynchronous(raw: string | undefined, problems: string[]): 'full' | 'normal' {

@@ -34,7 +34,9 @@ async function connectRedis(url: string, logger: Logger | undefined): Promise<Re
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
   });
   let lastWarning = 0;
+  let lastError: Error | undefined;
   redis.on('error', (error: Error) => {
+    lastError = error;
     if (Date.now() - lastWarning < 60_000) return;
     lastWarning = Date.now();
     logger?.warn(
@@ -46,7 +48,9 @@ async function connectRedis(url: string, logger: Logger | undefined): Promise<Re
     await redis.connect();
   } catch (error) {
     redis.disconnect();
-    throw new Error(`Cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${(error as Error).message}`);
+    // The connection's own error (e.g. ECONNREFUSED) says more than connect()'s "Connection is closed.".
+    const cause = lastError ?? (error as Error);
+    throw new Error(`Cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${cause.message}`, { cause });
   }
   return redis;
 }

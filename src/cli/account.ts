@@ -4,50 +4,26 @@ import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { AccountStore, accountJson } from '../auth/accounts.js';
 import type { AccountChanges } from '../auth/accounts.js';
-import { loadConfig } from '../config.js';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { migrate } from '../storage/migrate.js';
-import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import type { Command } from './command.js';
-import { UsageError } from './command.js';
+import type { CliIo, Command } from './command.js';
+import { processIo, StartupError, UsageError } from './command.js';
+import { oneLine } from './failures.js';
+import { withDatabase } from './startup.js';
+import type { CommandHelp } from './usage.js';
+import { answerHelp, usageError } from './usage.js';
 
-/** Where a command reads and writes; tests pass their own streams and environment. */
-export interface CliIo {
-  readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean };
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
-  readonly env: Record<string, string | undefined>;
-}
-
-export function processIo(): CliIo {
-  return { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env };
-}
-
-/** Opens (and migrates) the database DATABASE_URL names, runs fn, and closes it. */
-export async function withDatabase<T>(io: CliIo, fn: (db: SqlDatabase) => Promise<T>): Promise<T> {
-  const config = loadConfig(io.env);
-  const db = openDatabase(config.databaseUrl);
-  try {
-    await migrate(db);
-    return await fn(db);
-  } finally {
-    await db.close();
-  }
-}
-
-/** Runs a command body, turning refusals into messages on stderr and exit codes (2 usage, 1 refused). */
-export async function runAdmin(io: CliIo, usage: string, body: () => Promise<void>): Promise<number> {
+/**
+ * Runs a command body, turning refusals into messages on stderr and exit codes: a wrong use prints the
+ * problem and the usage of the command (or of its verb) and exits 2; anything else prints one line, 1.
+ */
+export async function runAdmin(io: CliIo, help: CommandHelp, verb: string, body: () => Promise<void>): Promise<number> {
   try {
     await body();
     return 0;
   } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr.write(`${error.message}\n\n${usage}`);
-      return 2;
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    io.stderr.write(`Error: ${message}\n`);
+    if (error instanceof UsageError) return usageError(io, help, error.message, verb);
+    io.stderr.write(`${error instanceof StartupError ? `ambient-fhir ${help.name}: ` : 'Error: '}${oneLine(error)}\n`);
     return 1;
   }
 }
@@ -69,24 +45,43 @@ export async function readPasswordLine(io: CliIo): Promise<string> {
   return line;
 }
 
-const USAGE = `Usage: ambient-fhir account <verb> ...
-
-  create <username> --password-stdin [--scopes "<s> <s>"] [--rate-limit <per-minute>] [--inactive] [--no-api-access]
-  update <username> [--active true|false] [--api-access true|false] [--scopes "..."] [--rate-limit N] [--password-stdin]
-  list
-  show <username>
-  delete <username>
-  revoke-tokens <username>
-  unlock <username>
-
-A new password, --active false and --api-access false also end the account's tokens (as revoke-tokens):
-reactivating it later does not bring them back. unlock clears the account's failed-login lockout (for
-every client address) in every server process on the database, from its next token request on.
-
-The password is read from standard input (one line), e.g. printf '%s\\n' "$PASSWORD" | ambient-fhir account create ...
-Default scopes: "system/*.cruds scribe.read scribe.write"; --rate-limit 0 (the default) means no limit.
-Works on the database named by DATABASE_URL. Prints the account as JSON.
-`;
+const HELP: CommandHelp = {
+  name: 'account',
+  verbs: {
+    create: {
+      synopsis:
+        'create <username> --password-stdin [--scopes "<s> <s>"] [--rate-limit <per-minute>] [--inactive] [--no-api-access]',
+      about: `Creates a service account. The password is read from standard input (one line), e.g.
+printf '%s\\n' "$PASSWORD" | ambient-fhir account create alice --password-stdin
+Default scopes: "system/*.cruds scribe.read scribe.write"; --rate-limit 0 (the default) means no limit;
+--inactive and --no-api-access create it unable to get tokens. A second create of a username is refused.`,
+    },
+    update: {
+      synopsis:
+        'update <username> [--active true|false] [--api-access true|false] [--scopes "..."] [--rate-limit N] [--password-stdin]',
+      about: `Changes only what is named. A new password, --active false and --api-access false also end the
+account's tokens (as revoke-tokens): reactivating it later does not bring them back.`,
+    },
+    list: { synopsis: 'list', about: 'Prints every account as a JSON array.' },
+    show: { synopsis: 'show <username>', about: 'Prints the account.' },
+    delete: {
+      synopsis: 'delete <username>',
+      about: 'Deletes the account; its tokens are refused from the next request on.',
+    },
+    'revoke-tokens': {
+      synopsis: 'revoke-tokens <username>',
+      about: 'Every token issued to the account before now is refused from the next request on.',
+    },
+    unlock: {
+      synopsis: 'unlock <username>',
+      about: `Clears the account's failed-login lockout (for every client address) in every server process on
+the database, from its next token request on.`,
+    },
+  },
+  about: `Works on the database named by DATABASE_URL, whether or not a server runs on it; a running server
+sees the change on its next request. Prints the account as JSON (never the password or its hash).
+Exit codes: 0 done, 1 refused (e.g. an unknown username), 2 wrong usage.`,
+};
 
 function parse(args: string[], options: NonNullable<ParseArgsConfig['options']>) {
   try {
@@ -137,13 +132,12 @@ const str = (value: unknown): string | undefined => (typeof value === 'string' ?
 export function createAccountCommand(io: CliIo = processIo()): Command {
   return {
     summary: 'administer service accounts (create, update, list, show, delete, revoke-tokens, unlock)',
+    help: HELP,
     async run(args: string[]): Promise<number> {
+      const answered = answerHelp(io, HELP, args);
+      if (answered !== undefined) return answered;
       const [verb, ...rest] = args;
-      if (verb === undefined || verb === 'help' || verb === '--help' || verb === '-h') {
-        (verb === undefined ? io.stderr : io.stdout).write(USAGE);
-        return verb === undefined ? 2 : 0;
-      }
-      return runAdmin(io, USAGE, async () => {
+      return runAdmin(io, HELP, verb, async () => {
         const store = (db: SqlDatabase) => new AccountStore(db, { isResourceType: resourceTypeCheck() });
         switch (verb) {
           case 'create': {
@@ -227,5 +221,3 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const accountCommand: Command = createAccountCommand();

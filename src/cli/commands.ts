@@ -1,17 +1,20 @@
-import { accountCommand } from './account.js';
-import type { Command } from './command.js';
-import { importCommand } from './import.js';
-import { keysCommand } from './keys.js';
-import { reindexCommand } from './reindex.js';
-import { serveCommand } from './serve.js';
-import { templateCommand } from './template.js';
+import { createAccountCommand } from './account.js';
+import type { CliIo, Command } from './command.js';
+import { processIo } from './command.js';
+import { createImportCommand } from './import.js';
+import { createKeysCommand } from './keys.js';
+import { createReindexCommand } from './reindex.js';
+import { createServeCommand } from './serve.js';
+import { createTemplateCommand } from './template.js';
 
-/** Every command of the CLI, by name. */
-export const COMMANDS: Record<string, Command> = {
-  serve: serveCommand,
-  account: accountCommand,
-  keys: keysCommand,
-  import: importCommand,
-  reindex: reindexCommand,
-  template: templateCommand,
-};
+/** Every command of the CLI, by name, writing to io (tests pass their own). */
+export function createCommands(io: CliIo = processIo()): Readonly<Record<string, Command>> {
+  return {
+    serve: createServeCommand(io),
+    account: createAccountCommand(io),
+    keys: createKeysCommand(io),
+    import: createImportCommand(io),
+    reindex: createReindexCommand(io),
+    template: createTemplateCommand(io),
+  };
+}

@@ -1,24 +1,31 @@
 // `ambient-fhir import <files or folders>`: load Bundles and NDJSON (plain or gzipped) into DATABASE_URL.
-import { loadConfig } from '../config.js';
+import { parseArgs } from 'node:util';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { createFhirServices } from '../fhir/create-services.js';
 import { refreshSearchStatistics } from '../search/engine.js';
 import { Importer } from '../import/importer.js';
-import type { ImportProgress, ImportSummary } from '../import/importer.js';
+import type { ImportSummary } from '../import/importer.js';
+import { DEFAULT_PROGRESS_EVERY_MS, progressReporter } from '../import/progress.js';
 import { findSourceFiles } from '../import/sources.js';
-import { migrate } from '../storage/migrate.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { Command } from './command.js';
+import type { CliIo, Command } from './command.js';
+import { processIo } from './command.js';
+import { loadCliConfig, openCliDatabase } from './startup.js';
+import type { CommandHelp } from './usage.js';
+import { answerHelp, usageError } from './usage.js';
 
 const MAX_FAILURES_SHOWN = 50;
 
-function progressBar(progress: ImportProgress, startedAt: number): string {
-  const width = 30;
-  const done = Math.round((progress.filesDone / Math.max(1, progress.filesTotal)) * width);
-  const seconds = (performance.now() - startedAt) / 1000;
-  const rate = seconds > 0 ? Math.round(progress.resources / seconds) : 0;
-  return `\r[${'#'.repeat(done)}${'.'.repeat(width - done)}] ${progress.filesDone}/${progress.filesTotal} files, ${progress.resources} resources, ${rate}/s `;
-}
+const HELP: CommandHelp = {
+  name: 'import',
+  synopsis: '[--progress-every <seconds>] <file or folder> [...]',
+  about: `Loads transaction/batch Bundles and NDJSON files (plain or gzipped: *.json, *.ndjson, *.json.gz,
+*.ndjson.gz; folders are read recursively) into the database named by DATABASE_URL, through the
+transaction interaction (validated, indexed and versioned as through the API).
+
+Progress goes to stderr: a bar on a terminal, otherwise a line (files, resources, resources/s) every
+--progress-every seconds (default ${DEFAULT_PROGRESS_EVERY_MS / 1000}; 0: on every update). The summary goes to stdout.
+Exit codes: 0 everything loaded, 1 something failed (each failure is listed), 2 wrong usage.`,
+};
 
 export function formatSummary(summary: ImportSummary): string {
   const rate = summary.seconds > 0 ? Math.round(summary.resources / summary.seconds) : summary.resources;
@@ -38,48 +45,60 @@ export function formatSummary(summary: ImportSummary): string {
   return lines.join('\n');
 }
 
-export const importCommand: Command = {
-  summary: 'load transaction/batch Bundles and NDJSON files (plain or .gz): import <files or folders>',
-  async run(args) {
-    if (args.length === 0 || args.includes('--help')) {
-      process.stderr.write('Usage: ambient-fhir import <file or folder> [...]\n');
-      return args.length === 0 ? 2 : 0;
-    }
-    let files;
-    try {
-      files = findSourceFiles(args);
-    } catch (error) {
-      process.stderr.write(
-        `Cannot read ${(error as NodeJS.ErrnoException).path ?? args.join(' ')}: ${(error as Error).message}\n`,
-      );
-      return 1;
-    }
-    if (files.length === 0) {
-      process.stderr.write('No .json, .ndjson, .json.gz or .ndjson.gz files found.\n');
-      return 1;
-    }
-    const config = loadConfig();
-    const db = openDatabase(config.databaseUrl, config);
-    try {
-      await migrate(db);
-      const importer = new Importer(createFhirServices(config, db, loadR4Definitions()));
-      const startedAt = performance.now();
-      const tty = process.stderr.isTTY;
-      const summary = await importer.importFiles(
-        files,
-        tty ? (p) => process.stderr.write(progressBar(p, startedAt)) : undefined,
-      );
-      if (tty) process.stderr.write('\n');
-      process.stdout.write(`${formatSummary(summary)}\n`);
-      if (summary.resources > 0) {
-        // What was loaded is loaded: stale statistics only make the first searches slower.
-        await refreshSearchStatistics(db, true).catch((error: unknown) =>
-          process.stderr.write(`Warning: could not refresh the database statistics: ${(error as Error).message}\n`),
-        );
+export function createImportCommand(io: CliIo = processIo()): Command {
+  return {
+    summary: 'load transaction/batch Bundles and NDJSON files (plain or .gz): import <files or folders>',
+    help: HELP,
+    async run(args) {
+      const answered = answerHelp(io, HELP, args);
+      if (answered !== undefined) return answered;
+      let parsed;
+      try {
+        parsed = parseArgs({ args, options: { 'progress-every': { type: 'string' } }, allowPositionals: true });
+      } catch (error) {
+        return usageError(io, HELP, (error as Error).message);
       }
-      return summary.failures.length > 0 ? 1 : 0;
-    } finally {
-      await db.close();
-    }
-  },
-};
+      const every = parsed.values['progress-every'];
+      if (every !== undefined && !/^\d+(\.\d+)?$/.test(every)) {
+        return usageError(io, HELP, `--progress-every takes a number of seconds, got "${every}"`);
+      }
+      const paths = parsed.positionals;
+      if (paths.length === 0) return usageError(io, HELP, 'import needs at least one file or folder');
+      let files;
+      try {
+        files = findSourceFiles(paths);
+      } catch (error) {
+        io.stderr.write(
+          `Cannot read ${(error as NodeJS.ErrnoException).path ?? paths.join(' ')}: ${(error as Error).message}\n`,
+        );
+        return 1;
+      }
+      if (files.length === 0) {
+        io.stderr.write('No .json, .ndjson, .json.gz or .ndjson.gz files found.\n');
+        return 1;
+      }
+      const config = loadCliConfig(io);
+      const db = await openCliDatabase(config, config);
+      try {
+        const importer = new Importer(createFhirServices(config, db, loadR4Definitions()));
+        const progress = progressReporter({
+          tty: Boolean(io.stderr.isTTY),
+          write: (text) => io.stderr.write(text),
+          everyMs: every !== undefined ? Number(every) * 1000 : DEFAULT_PROGRESS_EVERY_MS,
+        });
+        const summary = await importer.importFiles(files, (p) => progress.update(p));
+        progress.finish();
+        io.stdout.write(`${formatSummary(summary)}\n`);
+        if (summary.resources > 0) {
+          // What was loaded is loaded: stale statistics only make the first searches slower.
+          await refreshSearchStatistics(db, true).catch((error: unknown) =>
+            io.stderr.write(`Warning: could not refresh the database statistics: ${(error as Error).message}\n`),
+          );
+        }
+        return summary.failures.length > 0 ? 1 : 0;
+      } finally {
+        await db.close();
+      }
+    },
+  };
+}

@@ -4,20 +4,33 @@
 // key out of use: its tokens are refused from the next request on.
 import { addSigningKey, listSigningKeys, retireSigningKey } from '../auth/signing-keys.js';
 import type { SigningKeyInfo } from '../auth/signing-keys.js';
-import { printJson, processIo, runAdmin, withDatabase } from './account.js';
-import type { CliIo } from './account.js';
-import type { Command } from './command.js';
-import { UsageError } from './command.js';
+import { printJson, runAdmin } from './account.js';
+import type { CliIo, Command } from './command.js';
+import { processIo, UsageError } from './command.js';
+import { withDatabase } from './startup.js';
+import type { CommandHelp } from './usage.js';
+import { answerHelp } from './usage.js';
 
-const USAGE = `Usage: ambient-fhir keys <verb>
-
-  rotate        create a new signing key; it signs new tokens, older tokens stay valid until they expire
-  list          the signing keys (kid, algorithm, created_at, retired_at; never the private key)
-  retire <kid>  take a key out of use: tokens it signed are refused from the next request on, and it
-                leaves the JWKS; the current signing key cannot be retired (rotate first)
-
-Works on the database named by DATABASE_URL.
-`;
+const HELP: CommandHelp = {
+  name: 'keys',
+  verbs: {
+    rotate: {
+      synopsis: 'rotate',
+      about: 'Creates a new signing key; it signs new tokens, older tokens stay valid until they expire.',
+    },
+    list: {
+      synopsis: 'list',
+      about: 'Prints the signing keys (kid, algorithm, created_at, retired_at; never the private key).',
+    },
+    retire: {
+      synopsis: 'retire <kid>',
+      about: `Takes a key out of use: tokens it signed are refused from the next request on, and it leaves the
+JWKS. The current signing key cannot be retired (rotate first). A kid starting with "-" may follow "--".`,
+    },
+  },
+  about: `Works on the database named by DATABASE_URL; every server process on it sees the change on its next
+request. Prints JSON. Exit codes: 0 done, 1 refused, 2 wrong usage.`,
+};
 
 const keyJson = (key: SigningKeyInfo) => ({
   kid: key.kid,
@@ -29,17 +42,12 @@ const keyJson = (key: SigningKeyInfo) => ({
 export function createKeysCommand(io: CliIo = processIo()): Command {
   return {
     summary: 'manage the token signing keys (rotate, list, retire)',
+    help: HELP,
     async run(args: string[]): Promise<number> {
+      const answered = answerHelp(io, HELP, args);
+      if (answered !== undefined) return answered;
       const [verb, ...rest] = args;
-      if (verb === undefined || verb === 'help' || verb === '--help' || verb === '-h') {
-        (verb === undefined ? io.stderr : io.stdout).write(USAGE);
-        return verb === undefined ? 2 : 0;
-      }
-      if (rest.includes('--help') || rest.includes('-h')) {
-        io.stdout.write(USAGE);
-        return 0;
-      }
-      return runAdmin(io, USAGE, async () => {
+      return runAdmin(io, HELP, verb, async () => {
         // No verb takes options, and a kid (a base64url thumbprint) may begin with "-": every argument is
         // positional (an option parser would take `-R...` for an unknown option).
         const positionals = rest[0] === '--' ? rest.slice(1) : rest;
@@ -60,5 +68,3 @@ export function createKeysCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const keysCommand: Command = createKeysCommand();

@@ -6,29 +6,37 @@ import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { DEFAULT_DOCUMENT_TYPE, TemplateStore, templateJson } from '../scribe/templates.js';
 import type { DocumentType, TemplateChanges, TemplateDefinition, TemplateSection } from '../scribe/templates.js';
-import { printJson, processIo, runAdmin, withDatabase } from './account.js';
-import type { CliIo } from './account.js';
-import type { Command } from './command.js';
-import { UsageError } from './command.js';
+import { printJson, runAdmin } from './account.js';
+import type { CliIo, Command } from './command.js';
+import { processIo, UsageError } from './command.js';
+import { withDatabase } from './startup.js';
+import type { CommandHelp } from './usage.js';
+import { answerHelp } from './usage.js';
 
-const USAGE = `Usage: ambient-fhir template <verb> ...
-
-  list
-  show <id>
-  create --name <name> --section "<title>: <guidance>" [--section ...] [--description <text>]
-         [--loinc <code> --loinc-display <text>]
-  create --json <file|->
-  update <id> [--name <name>] [--description <text>] [--loinc <code> --loinc-display <text>]
-         [--section "<title>: <guidance>" ... (replaces every section)] [--json <file|->]
-  reset <id>
-
-Sections are given in order; the guidance (after the first ": ") tells the note generator what belongs in
-the section and may be left out. --loinc is the LOINC document type the notes are filed under in FHIR
-(default 34109-9 "Note"). --json reads a template as "template show" prints it (file name, or - for
-standard input). Built-in templates have ids below 1000 (1 SOAP note, 2 history and physical,
-3 consultation note); "update" changes them and "reset" brings back the shipped definition. New
-templates get ids from 1000 up. Works on the database named by DATABASE_URL. Prints the template as JSON.
-`;
+const HELP: CommandHelp = {
+  name: 'template',
+  verbs: {
+    list: { synopsis: 'list', about: 'Prints every template as a JSON array.' },
+    show: { synopsis: 'show <id>', about: 'Prints the template.' },
+    create: {
+      synopsis: `create --name <name> --section "<title>: <guidance>" [--section ...] [--description <text>] [--loinc <code> --loinc-display <text>]
+create --json <file|->`,
+      about: `Creates a template; new templates get ids from 1000 up. Sections are given in order; the guidance
+(after the first ": ") tells the note generator what belongs in the section and may be left out.
+--loinc is the LOINC document type the notes are filed under in FHIR (default 34109-9 "Note").
+--json reads a template as "template show" prints it (a file name, or - for standard input).`,
+    },
+    update: {
+      synopsis:
+        'update <id> [--name <name>] [--description <text>] [--loinc <code> --loinc-display <text>] [--section "<title>: <guidance>" ...] [--json <file|->]',
+      about: `Changes only what is named; --section replaces every section. Built-in templates (ids below 1000:
+1 SOAP note, 2 history and physical, 3 consultation note) can be changed too.`,
+    },
+    reset: { synopsis: 'reset <id>', about: 'Brings back the shipped definition of a built-in template.' },
+  },
+  about: `Works on the database named by DATABASE_URL; a running server sees the change on its next request.
+Prints the template as JSON. Exit codes: 0 done, 1 refused (e.g. an unknown id), 2 wrong usage.`,
+};
 
 function parse(args: string[], options: NonNullable<ParseArgsConfig['options']>) {
   try {
@@ -135,13 +143,12 @@ async function changesFromOptions(io: CliIo, values: TemplateOptionValues): Prom
 export function createTemplateCommand(io: CliIo = processIo()): Command {
   return {
     summary: 'manage the scribe note templates (list, show, create, update, reset)',
+    help: HELP,
     async run(args: string[]): Promise<number> {
+      const answered = answerHelp(io, HELP, args);
+      if (answered !== undefined) return answered;
       const [verb, ...rest] = args;
-      if (verb === undefined || verb === 'help' || verb === '--help' || verb === '-h') {
-        (verb === undefined ? io.stderr : io.stdout).write(USAGE);
-        return verb === undefined ? 2 : 0;
-      }
-      return runAdmin(io, USAGE, async () => {
+      return runAdmin(io, HELP, verb, async () => {
         switch (verb) {
           case 'list': {
             const { positionals } = parse(rest, {});
@@ -193,5 +200,3 @@ export function createTemplateCommand(io: CliIo = processIo()): Command {
     },
   };
 }
-
-export const templateCommand: Command = createTemplateCommand();

@@ -90,10 +90,6 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
     it('refuses more chained or _has parameters than a search may join', async () => {
       const chains = Array.from({ length: 9 }, (_, i) => `general-practitioner:Practitioner.name=n${i}`).join('&');
       expectTooCostly(await search(chains), /at most 8 chained or _has parameters/);
-      // Eight are fine.
-      const eight = Array.from({ length: 8 }, (_, i) => `general-practitioner:Practitioner.name=n${i}`).join('&');
-      const allowed = await search(`${eight}&_id=none`);
-      expect(allowed.statusCode, allowed.body).toBe(200);
     });
 
     it('refuses chains deeper than four links, too many values and too many includes', async () => {
@@ -120,11 +116,6 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
       const res = await search('name:contains=zzzz&_total=accurate');
       expectTooCostly(res, new RegExp(`time budget of ${BUDGET_MS} ms`));
       expect((res.json() as Outcome).issue[0].details?.coding[0].code).toBe('search-timeout');
-      // A cheap search still answers, with its data.
-      const cheap = await search('name=governance&_count=1');
-      expect(cheap.statusCode).toBe(200);
-      expect(cheap.json().entry).toHaveLength(1);
-      expect(cheap.json().entry[0].resource.name[0].family).toBe('Governance');
     });
 
     it('gives the searches of one batch one budget together', async () => {
@@ -171,6 +162,19 @@ describe.each(BACKENDS)('the event loop during a long search on %s', (backend) =
   }, 120_000);
 
   afterAll(async () => t?.close());
+
+  // Here, with a budget of a minute: the 30 ms one above is for searches meant to overrun it, and a
+  // cheap search on a loaded machine can take longer than that.
+  it('answers cheap searches, and eight chained parameters (the most a search may join)', async () => {
+    const cheap = await t.app.inject({ method: 'GET', url: '/fhir/Patient?name=loop&_count=1', headers: auth });
+    expect(cheap.statusCode).toBe(200);
+    expect(cheap.json().entry).toHaveLength(1);
+    expect(cheap.json().entry[0].resource.name[0].family).toBe('Loop');
+    const eight = Array.from({ length: 8 }, (_, i) => `general-practitioner:Practitioner.name=n${i}`).join('&');
+    const allowed = await t.app.inject({ method: 'GET', url: `/fhir/Patient?${eight}&_id=none`, headers: auth });
+    expect(allowed.statusCode, allowed.body).toBe(200);
+    expect(allowed.json().entry ?? []).toHaveLength(0);
+  });
 
   it('answers /healthz and a read by id while a search scans every Patient', async () => {
     let searchDone = false;

@@ -24,6 +24,7 @@ import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
+import { transactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from './values/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
@@ -137,8 +138,10 @@ export function createSearchEngine(
     },
   };
   let secret: Promise<string> | undefined;
-  const cursorSecret = (): Promise<string> => {
-    secret ??= db.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
+  // Read through the executor the search runs on: inside a transaction, never wait for another
+  // connection while holding one.
+  const cursorSecret = (executor: SqlExecutor): Promise<string> => {
+    secret ??= executor.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
       if (!row) throw new Error('search_key has no row: run the migrations');
       return row.secret;
     });
@@ -186,9 +189,13 @@ export function createSearchEngine(
     // Refused before anything runs (too many criteria, values, joins, includes): 422 too-costly.
     checkCost(parsed, plan);
     const budget = searchBudget(request, config.searchTimeoutMs);
-    const run: StatementRunner = (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
+    // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
+    // bounded read, away from the writer.
+    const run: StatementRunner = options.executor
+      ? transactionRunner(options.executor, budget)
+      : (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
     try {
-      const secret = await cursorSecret();
+      const secret = await cursorSecret(options.executor ?? db);
       const path = type ?? '';
       const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
       const estimated = await estimate(plan, run);

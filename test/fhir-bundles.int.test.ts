@@ -217,6 +217,42 @@ describe.each(BACKENDS)('Bundles on %s', (backend) => {
       expect((await read(`Patient/${id}`)).statusCode).toBe(404);
     });
 
+    it('resolves references afresh when it is run again after a conflict (concurrent update-as-creates)', async () => {
+      // Every Bundle creates the same new Group id: on PostgreSQL all but one hit its unique key and are
+      // run again by the store. Each run assigns new ids; the references must follow the last run.
+      const groupId = `race-${randomUUID()}`;
+      const transaction = () =>
+        bundle('transaction', [
+          {
+            fullUrl: 'urn:uuid:4b1b4c0e-0000-4000-8000-000000000003',
+            resource: { resourceType: 'Patient', gender: 'unknown' },
+            request: { method: 'POST', url: 'Patient' },
+          },
+          {
+            resource: {
+              resourceType: 'Observation',
+              status: 'final',
+              code: { text: 'race' },
+              subject: { reference: 'urn:uuid:4b1b4c0e-0000-4000-8000-000000000003' },
+            },
+            request: { method: 'POST', url: 'Observation' },
+          },
+          {
+            resource: { resourceType: 'Group', id: groupId, type: 'person', actual: true },
+            request: { method: 'PUT', url: `Group/${groupId}` },
+          },
+        ]);
+      const results = await Promise.all(Array.from({ length: 8 }, () => post(transaction())));
+      for (const res of results) {
+        expect(res.statusCode).toBe(200);
+        const [patient, observation] = res.json().entry;
+        const stored = (await read(observation.response.location)).json();
+        const patientRef = patient.response.location.split('/_history')[0];
+        expect(stored.subject.reference).toBe(patientRef);
+        expect((await read(patientRef)).statusCode).toBe(200);
+      }
+    });
+
     it('refuses a stale ifMatch with 412 and rolls back the rest', async () => {
       const created = (await post({ resourceType: 'Patient', gender: 'male' }, '/fhir/Patient')).json();
       const other = `rb-${randomUUID()}`;

@@ -50,22 +50,35 @@ describe.each(BACKENDS)('transactionRunner on %s', (backend) => {
       );
     });
   });
+});
 
-  it.runIf(backend === 'postgres')(
-    'PostgreSQL: stops a statement at the time left and sets the previous bound back after each',
-    async () => {
-      const bounds = await db.transaction(async (tx) => {
-        const before = (await tx.query<{ statement_timeout: string }>('SHOW statement_timeout'))[0].statement_timeout;
-        await transactionRunner(tx, budget(5_000))(new Sql('SELECT 1 AS one', []));
-        const after = (await tx.query<{ statement_timeout: string }>('SHOW statement_timeout'))[0].statement_timeout;
-        return { before, after };
-      });
-      expect(bounds.after).toBe(bounds.before);
-      const started = performance.now();
-      await expect(
-        db.transaction((tx) => transactionRunner(tx, budget(200))(new Sql('SELECT pg_sleep(5)', []))),
-      ).rejects.toMatchObject({ reason: 'deadline', limitMs: 200 });
-      expect(performance.now() - started).toBeLessThan(2_000);
-    },
-  );
+// PostgreSQL only: SQLite's writer runs on the event loop, where nothing can stop a statement.
+describe('transactionRunner on postgres: the local statement_timeout', () => {
+  let testDb: TestDatabase;
+  let db: SqlDatabase;
+
+  beforeAll(async () => {
+    testDb = await testDatabase('postgres');
+    db = openDatabase(testDb.url);
+  });
+
+  afterAll(async () => {
+    await db.close();
+    await testDb.dispose();
+  });
+
+  it('stops a statement at the time left and sets the previous bound back after each', async () => {
+    const bounds = await db.transaction(async (tx) => {
+      const before = (await tx.query<{ statement_timeout: string }>('SHOW statement_timeout'))[0].statement_timeout;
+      await transactionRunner(tx, budget(5_000))(new Sql('SELECT 1 AS one', []));
+      const after = (await tx.query<{ statement_timeout: string }>('SHOW statement_timeout'))[0].statement_timeout;
+      return { before, after };
+    });
+    expect(bounds.after).toBe(bounds.before);
+    const started = performance.now();
+    await expect(
+      db.transaction((tx) => transactionRunner(tx, budget(200))(new Sql('SELECT pg_sleep(5)', []))),
+    ).rejects.toMatchObject({ reason: 'deadline', limitMs: 200 });
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
 });

@@ -1,12 +1,12 @@
 // STYLE.md §7: every difference between SQLite and PostgreSQL lives in the Dialect object
-// (sql/dialect.ts). Code elsewhere asks the dialect for SQL or a capability; it never asks which
+// (dialect.ts). Code elsewhere asks the dialect for SQL or a capability; it never asks which
 // database it is on. Tests may (they check backend-specific plans).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-const SRC = fileURLToPath(new URL('..', import.meta.url));
+const SRC = fileURLToPath(new URL('../..', import.meta.url));
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

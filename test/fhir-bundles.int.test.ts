@@ -136,6 +136,123 @@ describe.each(BACKENDS)('Bundles on %s', (backend) => {
       expect((await read(`Patient/${id}`)).statusCode).toBe(404);
     });
 
+    it('runs its GET entries inside the transaction: a read, a search and a history see what it wrote', async () => {
+      const family = `Inside${randomUUID().replace(/-/g, '')}`;
+      const id = `inside-${randomUUID()}`;
+      const res = await post(
+        bundle('transaction', [
+          { request: { method: 'GET', url: `Patient?family=${family}&_total=accurate` } },
+          { request: { method: 'GET', url: `Patient/${id}` } },
+          { request: { method: 'GET', url: `Patient/${id}/_history` } },
+          {
+            fullUrl: 'urn:uuid:4b1b4c0e-0000-4000-8000-000000000002',
+            resource: { resourceType: 'Patient', name: [{ family }] },
+            request: { method: 'POST', url: 'Patient' },
+          },
+          {
+            resource: { resourceType: 'Patient', id, name: [{ family }] },
+            request: { method: 'PUT', url: `Patient/${id}` },
+          },
+          {
+            resource: {
+              resourceType: 'Observation',
+              status: 'final',
+              code: { text: 'inside' },
+              subject: { reference: 'urn:uuid:4b1b4c0e-0000-4000-8000-000000000002' },
+            },
+            request: { method: 'POST', url: 'Observation' },
+          },
+          { request: { method: 'GET', url: `Observation?subject.family=${family}&_include=Observation:subject` } },
+        ]),
+      );
+      expect(res.statusCode).toBe(200);
+      const entries = res.json().entry;
+      expect(entries.map((e: any) => e.response.status)).toEqual([
+        '200 OK',
+        '200 OK',
+        '200 OK',
+        '201 Created',
+        '201 Created',
+        '201 Created',
+        '200 OK',
+      ]);
+      const created = entries[3].response.location.split('/')[1];
+      const [search, read, history, , , observation, chained] = entries.map((e: any) => e.resource);
+      expect(search.total).toBe(2);
+      expect(search.entry.map((e: any) => e.resource.id).sort()).toEqual([created, id].sort());
+      expect(read.id).toBe(id);
+      expect(history.entry.map((e: any) => e.resource.meta.versionId)).toEqual(['1']);
+      expect(chained.entry.map((e: any) => `${e.search.mode} ${e.resource.resourceType}/${e.resource.id}`)).toEqual([
+        `match Observation/${observation.id}`,
+        `include Patient/${created}`,
+      ]);
+    });
+
+    it('fails as a whole on a failing GET entry, naming it, and stores nothing', async () => {
+      const id = `get-fails-${randomUUID()}`;
+      const res = await post(
+        bundle('transaction', [
+          { resource: { resourceType: 'Patient', id }, request: { method: 'PUT', url: `Patient/${id}` } },
+          { resource: { resourceType: 'Patient', gender: 'other' }, request: { method: 'POST', url: 'Patient' } },
+          { request: { method: 'GET', url: `Patient/never-${randomUUID()}` } },
+        ]),
+      );
+      expect(res.statusCode).toBe(404);
+      const outcome = res.json();
+      expect(outcome.resourceType).toBe('OperationOutcome');
+      expect(outcome.issue[0].diagnostics).toContain('Bundle.entry[2] (GET Patient/never-');
+      expect((await read(`Patient/${id}`)).statusCode).toBe(404);
+    });
+
+    it('fails as a whole on a GET search entry the search refuses (400), storing nothing', async () => {
+      const id = `search-fails-${randomUUID()}`;
+      const res = await post(
+        bundle('transaction', [
+          { resource: { resourceType: 'Patient', id }, request: { method: 'PUT', url: `Patient/${id}` } },
+          { request: { method: 'GET', url: 'Patient?_sort=no-such-parameter' } },
+        ]),
+      );
+      expect(res.statusCode).toBe(400);
+      expect(res.json().issue[0].diagnostics).toContain('Bundle.entry[1]');
+      expect((await read(`Patient/${id}`)).statusCode).toBe(404);
+    });
+
+    it('resolves references afresh when it is run again after a conflict (concurrent update-as-creates)', async () => {
+      // Every Bundle creates the same new Group id: on PostgreSQL all but one hit its unique key and are
+      // run again by the store. Each run assigns new ids; the references must follow the last run.
+      const groupId = `race-${randomUUID()}`;
+      const transaction = () =>
+        bundle('transaction', [
+          {
+            fullUrl: 'urn:uuid:4b1b4c0e-0000-4000-8000-000000000003',
+            resource: { resourceType: 'Patient', gender: 'unknown' },
+            request: { method: 'POST', url: 'Patient' },
+          },
+          {
+            resource: {
+              resourceType: 'Observation',
+              status: 'final',
+              code: { text: 'race' },
+              subject: { reference: 'urn:uuid:4b1b4c0e-0000-4000-8000-000000000003' },
+            },
+            request: { method: 'POST', url: 'Observation' },
+          },
+          {
+            resource: { resourceType: 'Group', id: groupId, type: 'person', actual: true },
+            request: { method: 'PUT', url: `Group/${groupId}` },
+          },
+        ]);
+      const results = await Promise.all(Array.from({ length: 8 }, () => post(transaction())));
+      for (const res of results) {
+        expect(res.statusCode).toBe(200);
+        const [patient, observation] = res.json().entry;
+        const stored = (await read(observation.response.location)).json();
+        const patientRef = patient.response.location.split('/_history')[0];
+        expect(stored.subject.reference).toBe(patientRef);
+        expect((await read(patientRef)).statusCode).toBe(200);
+      }
+    });
+
     it('refuses a stale ifMatch with 412 and rolls back the rest', async () => {
       const created = (await post({ resourceType: 'Patient', gender: 'male' }, '/fhir/Patient')).json();
       const other = `rb-${randomUUID()}`;

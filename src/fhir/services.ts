@@ -22,6 +22,11 @@ export interface CapabilitySearchParam {
 export interface SearchOptions {
   /** Prefer: handling=strict: unknown or unsupported parameters are 400 instead of being reported. */
   readonly strict: boolean;
+  /**
+   * An open transaction to search in (a GET entry of a transaction Bundle): the search sees its writes
+   * and runs on its connection instead of a bounded read (search/transaction-runner.ts).
+   */
+  readonly executor?: SqlExecutor;
 }
 
 /** The search engine (search/): index maintenance on write and the search interaction. */

@@ -24,6 +24,7 @@ import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
+import { transactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from './values/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
@@ -41,6 +42,9 @@ export interface AmbientSearchEngine extends SearchEngine {
   ): Promise<string[]>;
 }
 
+/** The tables searches read: their statistics choose the plans. */
+const SEARCH_TABLES = ['resource', ...TABLE_NAMES];
+
 export function createSearchCatalog(registry: R4Registry, baseUrl: string): SearchCatalog {
   return new SearchCatalog(registry, new ReferenceParser(baseUrl, (t) => registry.isResourceType(t)));
 }
@@ -52,31 +56,35 @@ export function createSearchCatalog(registry: R4Registry, baseUrl: string): Sear
  * instead of 12 ms, a token search 7.5 ms instead of 0.4 ms).
  */
 export async function refreshSearchStatistics(db: SqlDatabase, afterBulkLoad: boolean): Promise<void> {
-  for (const statement of db.dialect.refreshStatistics(['resource', ...TABLE_NAMES], afterBulkLoad)) {
+  for (const statement of db.dialect.refreshStatistics(SEARCH_TABLES, afterBulkLoad)) {
     await db.execute(statement);
   }
 }
 
 /**
- * PostgreSQL plans searches from table statistics, which autovacuum refreshes only about once a minute:
- * right after a bulk load it would believe the tables are still small (and, for instance, sort every
- * Patient instead of walking them in order). After 1,000 writes through this process, at most every
- * 10 s, the next search starts an ANALYZE of the search tables in the background (it blocks neither
- * reads nor writes). SQLite plans without statistics, so it needs none.
+ * A database that plans searches from table statistics (PostgreSQL), refreshed by autovacuum only about
+ * once a minute, would believe right after a bulk load that the tables are still small (and, for
+ * instance, sort every Patient instead of walking them in order). After 1,000 writes through this
+ * process, at most every 10 s, the next search starts the dialect's refresh of the search tables in the
+ * background (an ANALYZE: it blocks neither reads nor writes). Where the dialect has no statistics to
+ * refresh (SQLite plans without them), nothing is ever started.
  */
 class StatisticsKeeper {
   private writes = 0;
   private lastRun = 0;
   private running = false;
+  private readonly needed: boolean;
 
-  constructor(private readonly db: SqlDatabase) {}
+  constructor(private readonly db: SqlDatabase) {
+    this.needed = db.dialect.refreshStatistics(SEARCH_TABLES, false).length > 0;
+  }
 
   wrote(): void {
     this.writes++;
   }
 
   beforeSearch(): void {
-    if (this.db.dialect.name !== 'postgres' || this.running || this.writes < 1000) return;
+    if (!this.needed || this.running || this.writes < 1000) return;
     const now = Date.now();
     if (now - this.lastRun < 10_000) return;
     this.running = true;
@@ -130,8 +138,10 @@ export function createSearchEngine(
     },
   };
   let secret: Promise<string> | undefined;
-  const cursorSecret = (): Promise<string> => {
-    secret ??= db.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
+  // Read through the executor the search runs on: inside a transaction, never wait for another
+  // connection while holding one.
+  const cursorSecret = (executor: SqlExecutor): Promise<string> => {
+    secret ??= executor.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
       if (!row) throw new Error('search_key has no row: run the migrations');
       return row.secret;
     });
@@ -179,9 +189,13 @@ export function createSearchEngine(
     // Refused before anything runs (too many criteria, values, joins, includes): 422 too-costly.
     checkCost(parsed, plan);
     const budget = searchBudget(request, config.searchTimeoutMs);
-    const run: StatementRunner = (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
+    // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
+    // bounded read, away from the writer.
+    const run: StatementRunner = options.executor
+      ? transactionRunner(options.executor, budget)
+      : (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
     try {
-      const secret = await cursorSecret();
+      const secret = await cursorSecret(options.executor ?? db);
       const path = type ?? '';
       const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
       const estimated = await estimate(plan, run);
@@ -193,7 +207,7 @@ export function createSearchEngine(
         backwards: cursor?.backwards,
       });
       return await executeSearch(
-        { run, registry, baseUrl: request.services.baseUrl, secret, path },
+        { run, dialect: db.dialect, registry, baseUrl: request.services.baseUrl, secret, path },
         parsed,
         estimated,
         compiled,

@@ -6,6 +6,7 @@ import type { BundleEntry, BundleLink } from '../fhir/bundle.js';
 import { bundleJson } from '../fhir/bundle.js';
 import type { FhirResponse } from '../fhir/response.js';
 import type { SqlValue } from '../storage/sql/database.js';
+import type { Dialect } from '../storage/sql/dialect.js';
 import { encodeCursor } from './cursor.js';
 import type { CursorPosition } from './cursor.js';
 import { subsetter } from './elements.js';
@@ -33,6 +34,8 @@ export type StatementRunner = (statement: Sql) => Promise<Record<string, unknown
 
 export interface ExecuteContext {
   readonly run: StatementRunner;
+  /** Reads what the dialect's `_total=estimate` statement answers. */
+  readonly dialect: Dialect;
   readonly registry: R4Registry;
   readonly baseUrl: string;
   readonly secret: string;
@@ -141,7 +144,7 @@ export async function executeSearch(
     const [row] = await run(compiled.count);
     total = Number(row.n);
   } else if (compiled.estimate) {
-    total = await estimate(run, compiled.estimate);
+    total = await estimate(run, ctx.dialect, compiled.estimate);
   } else if (request.total !== 'none' && !cursor && !more) {
     // The whole result is on this first page: the total costs nothing.
     total = rows.length;
@@ -169,18 +172,14 @@ function bundle(parts: { total?: number; entries: BundleEntry[]; links: BundleLi
 
 async function estimate(
   run: (statement: Sql) => Promise<Row[]>,
+  dialect: Dialect,
   compiled: NonNullable<CompiledSearch['estimate']>,
 ): Promise<number | undefined> {
   const [row] = await run(compiled.statement);
-  if (compiled.kind === 'explain') {
-    const explained = Object.values(row)[0];
-    const json = (typeof explained === 'string' ? JSON.parse(explained) : explained) as {
-      Plan: { 'Plan Rows': number };
-    }[];
-    return Math.round(json[0].Plan['Plan Rows']);
-  }
+  const method = dialect.totalEstimate;
+  if (compiled.kind === 'explain' && method.kind === 'explain') return method.rows(row);
   const n = Number(row.n);
-  return n > compiled.cap ? undefined : n;
+  return compiled.kind === 'capped' && n > compiled.cap ? undefined : n;
 }
 
 /**

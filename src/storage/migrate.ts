@@ -2,14 +2,16 @@ import type { SqlDatabase } from './sql/database.js';
 import type { Migration } from './migrations/migration.js';
 import { MIGRATIONS } from './migrations/index.js';
 
-// Several processes may start on one database at once; PostgreSQL serialises them with an advisory
-// lock, SQLite with BEGIN IMMEDIATE (the transaction itself).
-const MIGRATION_LOCK_ID = 7_248_113;
+// Several processes may start on one database at once: the dialect's transaction lock on one key
+// serialises them (an advisory lock on PostgreSQL; on SQLite, where it is undefined, BEGIN IMMEDIATE,
+// the transaction itself, does).
+const MIGRATION_LOCK_KEY = 'ambient-fhir:schema-migration';
 
 /** Creates or upgrades the schema; returns the versions it applied. */
 export async function migrate(db: SqlDatabase, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
   return db.transaction(async (tx) => {
-    if (tx.dialect.name === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_ID})`);
+    const lock = tx.dialect.transactionLock;
+    if (lock !== undefined) await tx.query(lock, [MIGRATION_LOCK_KEY]);
     await tx.execute(
       `CREATE TABLE IF NOT EXISTS schema_migration (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
     );

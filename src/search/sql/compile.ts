@@ -499,17 +499,14 @@ export interface CompiledSearch {
   /** Counts every match: `_total=accurate`, `_summary=count`. */
   readonly count?: Sql;
   /**
-   * `_total=estimate`: SQLite counts exactly up to a cap (`capped`, the total left out above it);
-   * PostgreSQL reads the planner's row estimate from EXPLAIN (`explain`).
+   * `_total=estimate`, as the dialect answers it (Dialect.totalEstimate): the planner's estimate read
+   * from EXPLAIN (`explain`), or an exact count stopped at `cap` (`capped`, the total left out above it).
    */
   readonly estimate?:
     | { readonly kind: 'capped'; readonly statement: Sql; readonly cap: number }
     | { readonly kind: 'explain'; readonly statement: Sql };
   readonly includes: readonly CompiledInclude[];
 }
-
-/** `_total=estimate` on SQLite counts exactly up to this many matches, and leaves the total out above. */
-export const ESTIMATE_COUNT_CAP = 10_000;
 
 export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: SearchShape): CompiledSearch {
   if (shape.summaryCount) return { page: [], pageLimit: 0, count: compileCount(plan, dialect), includes: [] };
@@ -525,16 +522,12 @@ export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: Sea
   }
   let estimate: CompiledSearch['estimate'];
   if (shape.total === 'estimate') {
-    if (dialect.name === 'postgres') {
+    const method = dialect.totalEstimate;
+    if (method.kind === 'explain') {
       const matches = compileMatches(plan, dialect);
-      const text = matches.text.replace(dialect.adhocStatement, `${dialect.adhocStatement}EXPLAIN (FORMAT JSON) `);
-      estimate = { kind: 'explain', statement: new Sql(text, matches.params) };
+      estimate = { kind: 'explain', statement: new Sql(method.explain(matches.text), matches.params) };
     } else {
-      estimate = {
-        kind: 'capped',
-        statement: compileCount(plan, dialect, ESTIMATE_COUNT_CAP + 1),
-        cap: ESTIMATE_COUNT_CAP,
-      };
+      estimate = { kind: 'capped', statement: compileCount(plan, dialect, method.cap + 1), cap: method.cap };
     }
   }
   return {

@@ -58,3 +58,41 @@ describe('insertFirstVersion', () => {
     expect(history.params).toEqual([7]);
   });
 });
+
+describe('totalEstimate', () => {
+  it('PostgreSQL: EXPLAIN of the statement, kept an ad-hoc statement, and the planner rows read from its JSON', () => {
+    const method = postgresDialect.totalEstimate;
+    if (method.kind !== 'explain') throw new Error('PostgreSQL estimates with EXPLAIN');
+    expect(method.explain('/*adhoc*/ SELECT r0.pk FROM resource r0')).toBe(
+      '/*adhoc*/ EXPLAIN (FORMAT JSON) SELECT r0.pk FROM resource r0',
+    );
+    expect(method.explain('SELECT 1')).toBe('EXPLAIN (FORMAT JSON) SELECT 1');
+    // node-postgres hands the json column over parsed; a driver that does not, as text.
+    expect(method.rows({ 'QUERY PLAN': [{ Plan: { 'Plan Rows': 41.6 } }] })).toBe(42);
+    expect(method.rows({ 'QUERY PLAN': JSON.stringify([{ Plan: { 'Plan Rows': 3 } }]) })).toBe(3);
+  });
+  it('SQLite: an exact count, stopped at 10,000', () => {
+    expect(sqliteDialect.totalEstimate).toEqual({ kind: 'capped-count', cap: 10_000 });
+  });
+});
+
+describe('transactionStatementTimeout', () => {
+  it('PostgreSQL: SET LOCAL through set_config, answering the bound it replaces; a cancel is 57014', () => {
+    const timeout = postgresDialect.transactionStatementTimeout!;
+    expect(timeout.set).toContain("set_config('statement_timeout', ?, true)");
+    expect(timeout.set).toContain('AS previous');
+    expect(timeout.stopped(Object.assign(new Error('canceling statement'), { code: '57014' }))).toBe(true);
+    expect(timeout.stopped(Object.assign(new Error('deadlock'), { code: '40P01' }))).toBe(false);
+    expect(timeout.stopped(null)).toBe(false);
+  });
+  it('SQLite: none (the writer runs on the event loop)', () => {
+    expect(sqliteDialect.transactionStatementTimeout).toBeUndefined();
+  });
+});
+
+describe('transactionLock', () => {
+  it('PostgreSQL: a transaction-scoped advisory lock on a text key; SQLite: none (BEGIN IMMEDIATE serialises)', () => {
+    expect(postgresDialect.transactionLock).toBe('SELECT pg_advisory_xact_lock(hashtext(?))');
+    expect(sqliteDialect.transactionLock).toBeUndefined();
+  });
+});

@@ -2,6 +2,10 @@
 import type { SqlValue } from './database.js';
 
 export interface Dialect {
+  /**
+   * For messages and tests only: code outside this file never branches on it, it asks the dialect for
+   * the SQL or the capability instead (dialect-boundary.test.ts keeps it so).
+   */
   readonly name: 'sqlite' | 'postgres';
   /** Column type of an auto-incrementing 64-bit primary key. */
   readonly autoIncrementPrimaryKey: string;
@@ -87,7 +91,26 @@ export interface Dialect {
   readonly jsonTexts: string;
   /** Statements deleting every row of `pk` from each table. */
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
+  /**
+   * How `_total=estimate` is answered. PostgreSQL (`explain`): the planner's row estimate for the
+   * matches query, from `EXPLAIN (FORMAT JSON)` (`explain` rewrites the statement text, `rows` reads
+   * the estimate from its one row), never a scan. SQLite keeps no row estimates (`capped-count`): an
+   * exact count stopped after `cap` matches; above it the total is left out.
+   */
+  readonly totalEstimate: TotalEstimate;
+  /**
+   * Bounding the statements of an open transaction (a search inside a transaction Bundle). PostgreSQL:
+   * `set` takes the bound in ms as text (one `?`) and answers the bound it replaces as `previous`, to be
+   * set back the same way afterwards (`set_config(..., true)` is `SET LOCAL`: it ends with the
+   * transaction); `stopped(error)` tells a statement stopped at the bound. undefined on SQLite: the
+   * transaction runs on the writer connection in the event loop, where nothing can stop a statement.
+   */
+  readonly transactionStatementTimeout: { readonly set: string; stopped(error: unknown): boolean } | undefined;
 }
+
+export type TotalEstimate =
+  | { readonly kind: 'explain'; explain(sql: string): string; rows(row: Record<string, unknown>): number }
+  | { readonly kind: 'capped-count'; readonly cap: number };
 
 /** Rows for one table: `columns` in order, with their PostgreSQL array types for `unnest`. */
 export interface RowInsert {
@@ -96,6 +119,9 @@ export interface RowInsert {
   readonly pgTypes: readonly string[];
   readonly rows: readonly (readonly SqlValue[])[];
 }
+
+/** PostgreSQL's SQLSTATE of a statement cancelled (statement_timeout, pg_cancel_backend). */
+const PG_QUERY_CANCELED = '57014';
 
 // SQLite's limit on bound parameters is 32766 (since 3.32); stay well below.
 const SQLITE_MAX_PARAMS = 10_000;
@@ -145,7 +171,11 @@ export const sqliteDialect: Dialect = {
     ],
   }),
   deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
+  totalEstimate: { kind: 'capped-count', cap: 10_000 },
+  transactionStatementTimeout: undefined,
 };
+
+const ADHOC = '/*adhoc*/ ';
 
 export const postgresDialect: Dialect = {
   name: 'postgres',
@@ -160,7 +190,7 @@ export const postgresDialect: Dialect = {
   ilike: 'ILIKE',
   binaryText: 'TEXT COLLATE "C"',
   double: 'DOUBLE PRECISION',
-  adhocStatement: '/*adhoc*/ ',
+  adhocStatement: ADHOC,
   insertRows(inserts) {
     const present = inserts.filter((insert) => insert.rows.length > 0);
     if (present.length === 0) return [];
@@ -198,4 +228,22 @@ export const postgresDialect: Dialect = {
       params: tables.map(() => pk),
     },
   ],
+  totalEstimate: {
+    kind: 'explain',
+    explain: (sql) =>
+      sql.startsWith(ADHOC)
+        ? `${ADHOC}EXPLAIN (FORMAT JSON) ${sql.slice(ADHOC.length)}`
+        : `EXPLAIN (FORMAT JSON) ${sql}`,
+    rows: (row) => {
+      const explained = Object.values(row)[0];
+      const json = (typeof explained === 'string' ? JSON.parse(explained) : explained) as {
+        Plan: { 'Plan Rows': number };
+      }[];
+      return Math.round(json[0].Plan['Plan Rows']);
+    },
+  },
+  transactionStatementTimeout: {
+    set: `SELECT current_setting('statement_timeout') AS previous, set_config('statement_timeout', ?, true) AS bound`,
+    stopped: (error) => (error as { code?: unknown } | null)?.code === PG_QUERY_CANCELED,
+  },
 };

@@ -1,0 +1,114 @@
+// One entry of a batch or transaction Bundle: the interaction its request names, and the response
+// entry its outcome becomes (https://hl7.org/fhir/R4/bundle.html#transaction-response).
+import { STATUS_CODES } from 'node:http';
+import { AppError, operationOutcomeFor } from '../../errors.js';
+import type { SqlExecutor } from '../../storage/sql/database.js';
+import type { BundleEntry } from '../bundle.js';
+import type { EntryAction } from '../bundle-entry-request.js';
+import { parseJsonBytes } from '../json-limits.js';
+import type { FhirResponse } from '../response.js';
+import type { FhirRequest } from '../services.js';
+import { conditionalDeleteInteraction } from './conditional-delete.js';
+import { conditionalUpdateInteraction } from './conditional-update.js';
+import { createInteraction } from './create.js';
+import { deleteInteraction } from './delete.js';
+import { historyInteraction } from './history.js';
+import { patchInteraction } from './patch.js';
+import { readInteraction } from './read.js';
+import { updateInteraction } from './update.js';
+import { vreadInteraction } from './vread.js';
+
+export interface BundleOptions {
+  /** Prefer: return=minimal leaves the resources out of the response entries. */
+  readonly returnResources: boolean;
+}
+
+/** An entry ready to run: its parsed request, and its resource as it will be written. */
+export interface EntryToPerform {
+  readonly action: EntryAction;
+  readonly resource?: Record<string, unknown>;
+  /** Creates in a transaction: the id assigned while planning (its ifNoneExist already resolved). */
+  readonly assignedId?: string;
+}
+
+/**
+ * Runs the entry's interaction. `transaction`: the open transaction of a transaction Bundle, in which
+ * a search entry runs (the store of `request` is already bound to it).
+ */
+export async function performEntry(
+  request: FhirRequest,
+  entry: EntryToPerform,
+  transaction?: SqlExecutor,
+): Promise<FhirResponse> {
+  const { action, resource } = entry;
+  switch (action.kind) {
+    case 'create':
+      // A transaction resolved ifNoneExist while planning (and assigned the id); a batch entry has not.
+      return createInteraction(request, action.type, resource, {
+        id: entry.assignedId,
+        ifNoneExist: entry.assignedId === undefined ? action.ifNoneExist : undefined,
+      });
+    case 'update':
+      return updateInteraction(request, action.type, action.id, resource, action.ifMatch);
+    case 'conditional-update':
+      return conditionalUpdateInteraction(request, action.type, action.query, resource, action.ifMatch);
+    case 'patch': {
+      // In a Bundle, a JSON Patch travels as a Binary (bundle.html#patch); FHIRPath Patch as Parameters.
+      const binary = resource as { resourceType?: unknown; data?: unknown } | undefined;
+      if (binary?.resourceType === 'Binary') {
+        // Decoded with the limits of a request body: the Bundle's own depth check never saw inside `data`.
+        const data = typeof binary.data === 'string' ? binary.data : '';
+        const patch = parseJsonBytes(Buffer.from(data, 'base64'), 'The JSON Patch in the Binary');
+        return patchInteraction(request, action.type, action.id, 'json-patch', patch, action.ifMatch);
+      }
+      return patchInteraction(request, action.type, action.id, 'fhirpath-patch', resource, action.ifMatch);
+    }
+    case 'delete':
+      return deleteInteraction(request, action.type, action.id);
+    case 'conditional-delete':
+      return conditionalDeleteInteraction(request, action.type, action.query);
+    case 'read':
+      return readInteraction(request, action.type, action.id, { ifNoneMatch: action.ifNoneMatch });
+    case 'vread':
+      return vreadInteraction(request, action.type, action.id, action.versionId);
+    case 'search':
+      return request.services.search.search(request, action.type, [...new URLSearchParams(action.query)], {
+        strict: false,
+        executor: transaction,
+      });
+    case 'history':
+      return historyInteraction(request, Object.fromEntries(new URLSearchParams(action.query)), action.type, action.id);
+  }
+}
+
+/** The response entry of a successful entry: status, location, etag, lastModified, the resource. */
+export function responseEntry(request: FhirRequest, response: FhirResponse, options: BundleOptions): BundleEntry {
+  const status = `${response.status} ${STATUS_CODES[response.status] ?? ''}`.trim();
+  const body =
+    response.body === undefined
+      ? undefined
+      : typeof response.body === 'string'
+        ? response.body
+        : JSON.stringify(response.body);
+  return {
+    // The written resource's URL is its version's Location without the version.
+    fullUrl: response.location?.replace(/\/_history\/[^/]+$/, ''),
+    resourceText: options.returnResources || !response.isWrite ? body : undefined,
+    response: {
+      status,
+      ...(response.location ? { location: response.location.replace(`${request.services.baseUrl}/`, '') } : {}),
+      ...(response.versionId !== undefined ? { etag: `W/"${response.versionId}"` } : {}),
+      ...(response.lastModified !== undefined ? { lastModified: new Date(response.lastModified).toISOString() } : {}),
+    },
+  };
+}
+
+/** The response entry of a failed batch entry: its status and OperationOutcome. */
+export function errorEntry(error: AppError): BundleEntry {
+  return {
+    response: {
+      status: `${error.status} ${STATUS_CODES[error.status] ?? ''}`.trim(),
+      outcome: operationOutcomeFor(error),
+    },
+  };
+}

@@ -1,0 +1,71 @@
+// Transaction step 1 (https://hl7.org/fhir/R4/http.html#trules): the id of every POST entry, a new one
+// or the one match of its ifNoneExist (searched inside the transaction, its criteria locked till the
+// end), and what each entry's fullUrl becomes.
+import { randomUUID } from 'node:crypto';
+import { AppError } from '../../errors.js';
+import type { SqlExecutor } from '../../storage/sql/database.js';
+import { requireAccess } from '../access.js';
+import type { EntryAction } from '../bundle-entry-request.js';
+import { findMatches, lockCriteria, parseCriteria } from '../conditional.js';
+import type { FhirRequest } from '../services.js';
+import { atEntry } from './bundle-input.js';
+
+/** An entry of a transaction while it is processed. */
+export interface PlannedEntry {
+  readonly index: number;
+  readonly action: EntryAction;
+  readonly fullUrl?: string;
+  /** A copy of the posted resource: its references are rewritten in place. */
+  readonly resource?: Record<string, unknown>;
+  /** Creates: the id the transaction assigns, or the existing match of a conditional create. */
+  assignedId?: string;
+  /** A conditional create that found its match: nothing is written. */
+  existing?: boolean;
+}
+
+/**
+ * Assigns the ids of the creates and answers `fullUrl` → `Type/id` for creates, updates and patches.
+ * `label(index)` names an entry in errors.
+ */
+export async function assignIdentities(
+  request: FhirRequest,
+  tx: SqlExecutor,
+  planned: readonly PlannedEntry[],
+  label: (index: number) => string,
+): Promise<Map<string, string>> {
+  const idsByFullUrl = new Map<string, string>();
+  for (const entry of planned) {
+    try {
+      const { action } = entry;
+      if (action.kind === 'create') {
+        await assignId(request, tx, entry, action);
+        if (entry.fullUrl) idsByFullUrl.set(entry.fullUrl, `${action.type}/${entry.assignedId}`);
+      } else if ((action.kind === 'update' || action.kind === 'patch') && entry.fullUrl) {
+        idsByFullUrl.set(entry.fullUrl, `${action.type}/${action.id}`);
+      }
+    } catch (error) {
+      throw atEntry(error, label(entry.index));
+    }
+  }
+  return idsByFullUrl;
+}
+
+async function assignId(
+  request: FhirRequest,
+  tx: SqlExecutor,
+  entry: PlannedEntry,
+  action: Extract<EntryAction, { kind: 'create' }>,
+): Promise<void> {
+  entry.assignedId = randomUUID();
+  if (action.ifNoneExist === undefined) return;
+  requireAccess(request, 'search', action.type);
+  const criteria = parseCriteria(action.type, action.ifNoneExist);
+  await lockCriteria(tx, action.type, criteria);
+  const matches = await findMatches(request, tx, action.type, criteria);
+  if (matches.length > 1)
+    throw new AppError('precondition-failed', `ifNoneExist matches ${matches.length} or more ${action.type} resources`);
+  if (matches.length === 1) {
+    entry.assignedId = matches[0];
+    entry.existing = true;
+  }
+}

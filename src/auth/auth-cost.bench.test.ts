@@ -6,7 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import { redisTestUrl } from '../../test/support/provided.js';
 import { createAuthModule } from './auth-module.js';
 
 const ENABLED = process.env.AMBIENT_AUTH_BENCH === '1';
@@ -79,7 +80,7 @@ describe.skipIf(!ENABLED).each(BACKENDS)('bearer check cost on %s', (backend) =>
     const redisAuth = await createAuthModule(
       loadConfig({
         DATABASE_URL: database.url,
-        REDIS_URL: process.env.AMBIENT_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+        REDIS_URL: redisTestUrl() ?? 'redis://127.0.0.1:6379',
       }),
       db,
     );

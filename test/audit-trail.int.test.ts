@@ -2,8 +2,8 @@
 // resources it returned or wrote.
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 describe('access audit lines', () => {
   const lines: Record<string, unknown>[] = [];

@@ -6,9 +6,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { AccountStore } from '../src/auth/accounts.js';
 import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
-import { BACKENDS, testDatabase } from '../src/test-support/databases.js';
-import type { TestDatabase } from '../src/test-support/databases.js';
-import { startServerProcess } from '../src/test-support/server-process.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { startServerProcess } from './support/server-process.js';
 
 async function tokenFrom(url: string, username: string, password: string): Promise<string> {
   const res = await fetch(`${url}/v1/ambient/api/auth/token`, {

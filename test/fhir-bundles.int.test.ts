@@ -1,9 +1,9 @@
 // Batch and transaction Bundles (POST /fhir), on both databases.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 type Entry = { fullUrl?: string; resource?: Record<string, unknown>; request: Record<string, unknown> };
 const bundle = (type: 'batch' | 'transaction', entry: Entry[]) => ({ resourceType: 'Bundle', type, entry });

@@ -1,8 +1,8 @@
 // What a real FHIR client library sees: fhir-kit-client against a listening server.
 import { Client } from 'fhir-kit-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 describe('fhir-kit-client', () => {
   let t: TestApp;

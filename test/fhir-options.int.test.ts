@@ -1,7 +1,7 @@
 // Configuration-dependent FHIR behaviour: FHIR's own status codes for invalid resources, and CORS.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 describe('AMBIENT_FHIR_STANDARD_STATUS=1 and CORS', () => {
   let t: TestApp;

@@ -1,8 +1,8 @@
 // PATCH (JSON Patch, FHIRPath Patch) and $validate through HTTP, on both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
   let t: TestApp;

@@ -1,8 +1,8 @@
 // The FHIR REST interactions of the foundation, through HTTP as a client sees them, on both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 const FHIR_JSON = 'application/fhir+json';
 

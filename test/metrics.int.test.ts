@@ -2,9 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 /** The value of one sample, e.g. sample(text, 'ambient_fhir_http_requests_total', {route: '/fhir/:type'}). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {

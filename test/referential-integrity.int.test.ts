@@ -3,9 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localReferences } from '../src/storage/link-writer.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 describe('localReferences', () => {
   it('finds relative and own-base references, also in contained resources, and nothing else', () => {

@@ -6,10 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountStore } from '../src/auth/accounts.js';
 import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
-import { BACKENDS, testDatabase } from '../src/test-support/databases.js';
-import type { TestDatabase } from '../src/test-support/databases.js';
-import { startServerProcess } from '../src/test-support/server-process.js';
-import type { ServerProcess } from '../src/test-support/server-process.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { startServerProcess } from './support/server-process.js';
+import type { ServerProcess } from './support/server-process.js';
 
 const operation = (type: string, path: string) => ({
   resourceType: 'Parameters',

@@ -4,10 +4,10 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS, testDatabase } from '../src/test-support/databases.js';
-import type { TestDatabase } from '../src/test-support/databases.js';
-import { startServerProcess } from '../src/test-support/server-process.js';
-import type { ServerProcess } from '../src/test-support/server-process.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { startServerProcess } from './support/server-process.js';
+import type { ServerProcess } from './support/server-process.js';
 
 const TIMEOUT_MS = 500;
 

@@ -8,9 +8,9 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../src/definitions/registry.js';
 import { MAX_INDEX_ROWS_PER_RESOURCE } from '../src/storage/index-limits.js';
-import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from '../src/test-support/fhir-arbitraries.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from './support/fhir-arbitraries.js';
+import { BACKENDS } from './support/databases.js';
+import type { TestApp } from './support/test-app.js';
 import {
   describeRequest,
   expectAnswered,
@@ -20,7 +20,7 @@ import {
   runs,
   startRobustnessApp,
   withoutNulOn,
-} from './robustness-support.js';
+} from './support/robustness.js';
 
 const registry = loadR4Definitions();
 const MB = 1024 * 1024;

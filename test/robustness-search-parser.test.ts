@@ -12,7 +12,7 @@ import { planSearch } from '../src/search/plan.js';
 import type { Plan } from '../src/search/plan.js';
 import { compileCount, compileSearch } from '../src/search/sql/compile.js';
 import { postgresDialect, sqliteDialect } from '../src/storage/sql/dialect.js';
-import { GARBAGE_MODIFIERS, GARBAGE_SEARCH_VALUES, runs } from './robustness-support.js';
+import { GARBAGE_MODIFIERS, GARBAGE_SEARCH_VALUES, runs } from './support/robustness.js';
 
 const registry = loadR4Definitions();
 const catalog = createSearchCatalog(registry, 'http://fhir.test/fhir');

@@ -9,9 +9,9 @@ import { gunzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../src/definitions/registry.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { fixturesDir } from '../src/test-support/fixtures.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { fixturesDir } from './support/fixtures.js';
+import type { TestApp } from './support/test-app.js';
 import { validateResource } from '../src/validation/validate.js';
 import {
   answerProblem,
@@ -24,7 +24,7 @@ import {
   runs,
   startRobustnessApp,
   summariseProblems,
-} from './robustness-support.js';
+} from './support/robustness.js';
 
 const registry = loadR4Definitions();
 const TYPES = registry.resourceTypes;

@@ -2,13 +2,13 @@
 // OpenAI-compatible server started here: notes from the chat-completions engine, job retries that resume
 // where they stopped, permanent and repeated failures ending FAILED with the reason, and audio transcribed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { noteAnswer, startFakeEngine } from '../src/scribe/testing/fake-engine.js';
-import type { FakeEngineServer, FakeRequest } from '../src/scribe/testing/fake-engine.js';
-import { scribeClient } from '../src/scribe/testing/scribe-client.js';
-import type { ScribeClient } from '../src/scribe/testing/scribe-client.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { noteAnswer, startFakeEngine } from './support/scribe-fake-engine.js';
+import type { FakeEngineServer, FakeRequest } from './support/scribe-fake-engine.js';
+import { scribeClient } from './support/scribe-client.js';
+import type { ScribeClient } from './support/scribe-client.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 type ChatBody = { model: string; messages: { role: string; content: string }[] };
 

@@ -2,11 +2,11 @@
 // transcripts made one page of 120 MB), on both databases, with the real 4 MiB budget and multi-MB transcripts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIST_PAGE_BYTES } from '../src/scribe/records.js';
-import { scribeClient } from '../src/scribe/testing/scribe-client.js';
-import type { ScribeClient } from '../src/scribe/testing/scribe-client.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { scribeClient } from './support/scribe-client.js';
+import type { ScribeClient } from './support/scribe-client.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 const MB = 1024 * 1024;
 

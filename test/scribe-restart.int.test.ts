@@ -7,15 +7,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { assembleApp } from '../src/assemble.js';
 import { AccountStore } from '../src/auth/accounts.js';
 import { loadConfig } from '../src/config.js';
-import { noteAnswer, startFakeEngine } from '../src/scribe/testing/fake-engine.js';
-import type { FakeEngineServer } from '../src/scribe/testing/fake-engine.js';
-import { scribeClient } from '../src/scribe/testing/scribe-client.js';
+import { noteAnswer, startFakeEngine } from './support/scribe-fake-engine.js';
+import type { FakeEngineServer } from './support/scribe-fake-engine.js';
+import { scribeClient } from './support/scribe-client.js';
 import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
-import { BACKENDS, testDatabase } from '../src/test-support/databases.js';
-import type { TestDatabase } from '../src/test-support/databases.js';
-import { startServerProcess } from '../src/test-support/server-process.js';
-import type { ServerProcess } from '../src/test-support/server-process.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { startServerProcess } from './support/server-process.js';
+import type { ServerProcess } from './support/server-process.js';
 
 const SOAP = { Subjective: 'S.', Objective: 'O.', Assessment: 'A.', Plan: 'P.' };
 

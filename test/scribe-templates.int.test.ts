@@ -8,13 +8,13 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTemplateCommand, parseSectionOption } from '../src/cli/template.js';
-import { scribeClient, TEMPLATES } from '../src/scribe/testing/scribe-client.js';
+import { scribeClient, TEMPLATES } from './support/scribe-client.js';
 import { TemplateError, TemplateStore } from '../src/scribe/templates.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 interface Run {
   code: number;

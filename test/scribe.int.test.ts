@@ -4,11 +4,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCRIBE_ID_SYSTEM } from '../src/scribe/document-reference.js';
-import { multipartBody, SCRIBE, scribeClient, TEMPLATES } from '../src/scribe/testing/scribe-client.js';
-import type { ScribeClient } from '../src/scribe/testing/scribe-client.js';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { multipartBody, SCRIBE, scribeClient, TEMPLATES } from './support/scribe-client.js';
+import type { ScribeClient } from './support/scribe-client.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 const VISIT = `Doctor: Good morning. What brings you in today?
 Patient: I've had a sore throat for three days.

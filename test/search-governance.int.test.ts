@@ -7,9 +7,10 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
-import { BACKENDS, POSTGRES_TEST_URL } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
+import { BACKENDS } from './support/databases.js';
+import { postgresTestUrl } from './support/provided.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
 
 const FHIR_JSON = 'application/fhir+json';
 /** Patients cloned straight into the tables: enough that a search probing each one takes a while. */
@@ -219,7 +220,7 @@ describe('a search whose client goes away, on postgres', () => {
   afterAll(async () => t?.close());
 
   it('is cancelled in the database, not left running', async () => {
-    const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+    const admin = new pg.Client({ connectionString: postgresTestUrl() });
     await admin.connect();
     // Search statements that started before `before` and still run (other test files' are short).
     const longSearches = async (before = "now() - interval '500 milliseconds'") =>

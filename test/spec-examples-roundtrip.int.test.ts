@@ -1,16 +1,16 @@
 // Every official R4 example is accepted on create and reads back equal apart from id and meta
 // (a validator that rejects the spec's own examples is wrong). The few that break R4's rules are in
-// src/validation/known-invalid-examples.ts and must be refused, naming the rule.
+// test/support/known-invalid-examples.ts and must be refused, naming the rule.
 // `npm test` runs the whole corpus on SQLite; `npm run test:full` on PostgreSQL too.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../src/test-support/databases.js';
-import { startTestApp } from '../src/test-support/test-app.js';
-import type { TestApp } from '../src/test-support/test-app.js';
-import { fixturesDir } from '../src/test-support/fixtures.js';
-import { KNOWN_INVALID_EXAMPLES } from '../src/validation/known-invalid-examples.js';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+import { fixturesDir } from './support/fixtures.js';
+import { KNOWN_INVALID_EXAMPLES } from './support/known-invalid-examples.js';
 
 type Resource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<string, unknown>;
 

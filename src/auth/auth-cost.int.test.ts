@@ -9,8 +9,8 @@ import { loadConfig } from '../config.js';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
 import { createAuthModule } from './auth-module.js';
 
 const VERSION_READ = 'SELECT version FROM auth_state WHERE id = 1';

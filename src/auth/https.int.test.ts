@@ -13,8 +13,8 @@ import { assembleApp } from '../assemble.js';
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { sqliteTestDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { sqliteTestDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
 import { AccountStore } from './accounts.js';
 
 interface HttpsResponse {

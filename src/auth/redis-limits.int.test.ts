@@ -1,5 +1,6 @@
 // With REDIS_URL set, rate limits and login lockouts are counted once for every server process: two
-// apps on one database and one Redis (needs the Redis server on 127.0.0.1:6379).
+// apps on one database and one Redis. Needs a Redis (AMBIENT_TEST_REDIS_URL, default 127.0.0.1:6379);
+// without one the shared-counter suite is skipped (test/global-setup.ts says so once).
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,14 +8,15 @@ import { assembleApp } from '../assemble.js';
 import { loadConfig } from '../config.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { BACKENDS, sqliteTestDatabase, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
+import { redisTestUrl } from '../../test/support/provided.js';
 import { AccountStore } from './accounts.js';
 
-const REDIS_URL = process.env.AMBIENT_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = redisTestUrl();
 const TOKEN_PATH = '/v1/ambient/api/auth/token';
 
-describe.each(BACKENDS)('limits shared through Redis on %s', (backend) => {
+describe.skipIf(!REDIS_URL).each(BACKENDS)('limits shared through Redis on %s', (backend) => {
   let database: TestDatabase;
   let admin: SqlDatabase;
   let accounts: AccountStore;
@@ -24,7 +26,7 @@ describe.each(BACKENDS)('limits shared through Redis on %s', (backend) => {
   const makeApp = async () => {
     const config = loadConfig({
       DATABASE_URL: database.url,
-      REDIS_URL,
+      REDIS_URL: REDIS_URL!,
       AMBIENT_LOGIN_MAX_FAILURES_PER_USER: '4',
       AMBIENT_LOGIN_MAX_FAILURES_PER_ADDRESS: '6',
     });
@@ -136,9 +138,17 @@ describe.each(BACKENDS)('limits shared through Redis on %s', (backend) => {
     expect((await login(two, username, password, address)).statusCode).toBe(200);
     expect((await login(one, username, password, address)).statusCode).toBe(200);
   });
+});
 
+// Needs no Redis: it is about the one that is not there.
+describe('REDIS_URL without a Redis', () => {
   it('refuses to start when REDIS_URL names a Redis that is not there', async () => {
-    const config = loadConfig({ DATABASE_URL: database.url, REDIS_URL: 'redis://127.0.0.1:1' });
-    await expect(assembleApp(config)).rejects.toThrow(/Cannot connect to Redis at redis:\/\/127\.0\.0\.1:1/);
+    const database = sqliteTestDatabase();
+    try {
+      const config = loadConfig({ DATABASE_URL: database.url, REDIS_URL: 'redis://127.0.0.1:1' });
+      await expect(assembleApp(config)).rejects.toThrow(/Cannot connect to Redis at redis:\/\/127\.0\.0\.1:1/);
+    } finally {
+      await database.dispose();
+    }
   });
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { postgresTestDatabase } from '../test-support/databases.js';
+import { postgresTestDatabase } from '../../test/support/databases.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 

@@ -12,9 +12,9 @@ import type { FhirServices } from '../fhir/services.js';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
-import { fixturesDir } from '../test-support/fixtures.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
+import { fixturesDir } from '../../test/support/fixtures.js';
 import { Importer } from './importer.js';
 import { findSourceFiles, loadOrder } from './sources.js';
 

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
 import { JobQueue, LeaseLostError, MAX_RETRY_DELAY_MS } from './queue.js';
 import { markFailed, ScribeRecords } from './records.js';
 

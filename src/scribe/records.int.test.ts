@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
 import { ScribeRecords } from './records.js';
 
 const KB = 1024;

@@ -2,15 +2,15 @@
 // at any depth, and cached for a minute so that repeated searches pay nothing for them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS } from '../test-support/databases.js';
+import { BACKENDS } from '../../test/support/databases.js';
 import { CardinalityEstimator } from './estimate.js';
 import type { StatementRunner } from './estimate.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
-import { createSearchTestEnv } from './test-env.js';
-import type { SearchTestEnv } from './test-env.js';
-import { FIXTURE } from './test-fixtures.js';
+import { createSearchTestEnv } from '../../test/support/search-env.js';
+import type { SearchTestEnv } from '../../test/support/search-env.js';
+import { FIXTURE } from '../../test/support/search-fixtures.js';
 
 describe.each(BACKENDS)('cardinality estimates on %s', (backend) => {
   let env: SearchTestEnv;

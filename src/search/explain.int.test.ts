@@ -3,14 +3,14 @@
 // PostgreSQL: with sequential scans disabled, the plan must not contain one, i.e. an index serves every
 // table the statement reads (the plans chosen with statistics are in docs/search.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../test-support/databases.js';
+import { BACKENDS } from '../../test/support/databases.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
 import { bindInclude, compileCount, compileInclude, compileSearch } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
-import { createSearchTestEnv } from './test-env.js';
-import type { SearchTestEnv } from './test-env.js';
-import { FIXTURE } from './test-fixtures.js';
+import { createSearchTestEnv } from '../../test/support/search-env.js';
+import type { SearchTestEnv } from '../../test/support/search-env.js';
+import { FIXTURE } from '../../test/support/search-fixtures.js';
 
 /** [type, query, indexes the SQLite plan must use]. */
 const SHAPES: readonly [string, string, readonly string[]][] = [

@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../test-support/databases.js';
+import { BACKENDS } from '../../test/support/databases.js';
 import { reindex } from './reindex.js';
 import { TABLE_NAMES } from './tables.js';
-import { createSearchTestEnv } from './test-env.js';
-import type { SearchTestEnv } from './test-env.js';
-import { FIXTURE } from './test-fixtures.js';
+import { createSearchTestEnv } from '../../test/support/search-env.js';
+import type { SearchTestEnv } from '../../test/support/search-env.js';
+import { FIXTURE } from '../../test/support/search-fixtures.js';
 
 async function allRows(env: SearchTestEnv): Promise<string[]> {
   const out: string[] = [];

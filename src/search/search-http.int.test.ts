@@ -1,9 +1,9 @@
 // Search end to end through HTTP with real tokens (assembleApp + app.inject), on both databases: the
 // SPEC.md examples, POST _search, system search, strict and lenient handling, paging links, and scopes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../test-support/databases.js';
-import { startTestApp, TEST_PUBLIC_URL } from '../test-support/test-app.js';
-import type { TestApp } from '../test-support/test-app.js';
+import { BACKENDS } from '../../test/support/databases.js';
+import { startTestApp, TEST_PUBLIC_URL } from '../../test/support/test-app.js';
+import type { TestApp } from '../../test/support/test-app.js';
 
 type Bundle = {
   resourceType: string;

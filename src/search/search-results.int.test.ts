@@ -3,10 +3,10 @@
 // (lenient vs strict), system search, access (403), and the index following updates and deletes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
-import { BACKENDS } from '../test-support/databases.js';
-import { createSearchTestEnv, principalFor } from './test-env.js';
-import type { SearchBundle, SearchTestEnv } from './test-env.js';
-import { FIXTURE, TEST_BASE } from './test-fixtures.js';
+import { BACKENDS } from '../../test/support/databases.js';
+import { createSearchTestEnv, principalFor } from '../../test/support/search-env.js';
+import type { SearchBundle, SearchTestEnv } from '../../test/support/search-env.js';
+import { FIXTURE, TEST_BASE } from '../../test/support/search-fixtures.js';
 
 function linkOf(bundle: SearchBundle, relation: string): string | undefined {
   return bundle.link?.find((l) => l.relation === relation)?.url;

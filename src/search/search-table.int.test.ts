@@ -1,14 +1,14 @@
 // The table-driven search suite: query → expected ids, on SQLite and PostgreSQL, over the hand-made
-// resources of test-fixtures.ts. Every expectation was worked out by hand from the fixture and the
+// resources of test/support/search-fixtures.ts. Every expectation was worked out by hand from the fixture and the
 // rules written at the top of each params/*.ts module (not by running the engine).
 // Rows: [type, query, expected]. expected: the match ids separated by spaces ('' for none; compared as
 // sets, or in order when the query has _sort), or the HTTP status of the error (400, 403).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
-import { BACKENDS } from '../test-support/databases.js';
-import { createSearchTestEnv } from './test-env.js';
-import type { EstimateMode, SearchTestEnv } from './test-env.js';
-import { FIXTURE } from './test-fixtures.js';
+import { BACKENDS } from '../../test/support/databases.js';
+import { createSearchTestEnv } from '../../test/support/search-env.js';
+import type { EstimateMode, SearchTestEnv } from '../../test/support/search-env.js';
+import { FIXTURE } from '../../test/support/search-fixtures.js';
 
 type Row = readonly [type: string, query: string, expected: string | number];
 

@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../storage/open-database.js';
 import { BudgetExceededError } from '../storage/sql/database.js';
 import type { ReadBudget, SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
 import { Sql } from './sql/fragment.js';
 import { transactionRunner } from './transaction-runner.js';
 

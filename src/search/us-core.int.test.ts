@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findSourceFiles } from '../import/sources.js';
-import { BACKENDS } from '../test-support/databases.js';
-import { fixturesDir } from '../test-support/fixtures.js';
+import { BACKENDS } from '../../test/support/databases.js';
+import { fixturesDir } from '../../test/support/fixtures.js';
 import type { Node } from './fhirpath/evaluate.js';
-import { createSearchTestEnv } from './test-env.js';
-import type { SearchTestEnv } from './test-env.js';
+import { createSearchTestEnv } from '../../test/support/search-env.js';
+import type { SearchTestEnv } from '../../test/support/search-env.js';
 import { parseDateRange, periodRange } from './values/dates.js';
 
 interface SearchDefinition {

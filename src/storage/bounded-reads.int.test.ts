@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_TEST_URL } from '../test-support/databases.js';
+import { postgresTestUrl } from '../../test/support/provided.js';
 import { PostgresDatabase } from './postgres/postgres-database.js';
 import { BudgetExceededError } from './sql/database.js';
 import type { ReadBudget } from './sql/database.js';
@@ -142,8 +142,8 @@ describe('PostgreSQL bounded reads', () => {
   let admin: pg.Client;
 
   beforeAll(async () => {
-    db = new PostgresDatabase(POSTGRES_TEST_URL);
-    admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+    db = new PostgresDatabase(postgresTestUrl());
+    admin = new pg.Client({ connectionString: postgresTestUrl() });
     await admin.connect();
   });
 

@@ -1,8 +1,8 @@
 // Migrations (migrate.ts): several processes starting on one fresh database at once apply each version
 // exactly once, serialised by the dialect's transaction lock (PostgreSQL) or BEGIN IMMEDIATE (SQLite).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS, testDatabase } from '../test-support/databases.js';
-import type { TestDatabase } from '../test-support/databases.js';
+import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import type { TestDatabase } from '../../test/support/databases.js';
 import { migrate } from './migrate.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { openDatabase } from './open-database.js';

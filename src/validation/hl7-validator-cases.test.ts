@@ -2,14 +2,14 @@
  * Our verdicts against the HL7 Java reference validator's expected outcomes, on the fhir-test-cases validator
  * cases that concern base-R4 structure: cardinality, types and formats, unknown elements, ids, invariants, JSON
  * syntax. Cases that need profiles, terminology servers, extension definitions, bundle reference resolution or
- * validator options are out of scope. Fixtures: ../shared/fixtures/fhir-test-cases-validator-r4 (see its README).
+ * validator options are out of scope. Fixtures: test/fixtures/fhir-test-cases-validator-r4 (see its README).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { fixturesDir } from '../test-support/fixtures.js';
-import { KNOWN_DISAGREEMENTS } from './known-disagreements.js';
+import { fixturesDir } from '../../test/support/fixtures.js';
+import { KNOWN_DISAGREEMENTS } from '../../test/support/known-disagreements.js';
 import { validateResource } from './validate.js';
 
 interface IndexEntry {

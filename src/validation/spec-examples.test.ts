@@ -1,14 +1,14 @@
 /**
- * Every official R4 example must validate, except the few in known-invalid-examples.ts that break R4's own rules.
- * Fixtures: ../shared/fixtures/r4-spec-examples (see its README), read in place.
+ * Every official R4 example must validate, except the few in test/support/known-invalid-examples.ts that break R4's own rules.
+ * Fixtures: test/fixtures/r4-spec-examples (see its README).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { fixturesDir } from '../test-support/fixtures.js';
-import { KNOWN_INVALID_EXAMPLES } from './known-invalid-examples.js';
+import { fixturesDir } from '../../test/support/fixtures.js';
+import { KNOWN_INVALID_EXAMPLES } from '../../test/support/known-invalid-examples.js';
 import { validateResource } from './validate.js';
 
 const registry = loadR4Definitions();

@@ -10,8 +10,8 @@ import { gunzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from '../test-support/fhir-arbitraries.js';
-import { fixturesDir } from '../test-support/fixtures.js';
+import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from '../../test/support/fhir-arbitraries.js';
+import { fixturesDir } from '../../test/support/fixtures.js';
 import { validateResource, type ValidationIssue } from './validate.js';
 
 const registry = loadR4Definitions();

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../errors.js';
-import { fixturesDir } from '../../test-support/fixtures.js';
+import { fixturesDir } from '../../../test/support/fixtures.js';
 import { applyJsonPatch } from './json-patch.js';
 
 interface PatchCase {

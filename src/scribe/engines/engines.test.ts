@@ -3,8 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineConfig } from '../../config.js';
 import { BUILTIN_TEMPLATES } from '../builtin-templates.js';
-import { chatAnswer, noteAnswer, startFakeEngine } from '../testing/fake-engine.js';
-import type { FakeEngineServer } from '../testing/fake-engine.js';
+import { chatAnswer, noteAnswer, startFakeEngine } from '../../../test/support/scribe-fake-engine.js';
+import type { FakeEngineServer } from '../../../test/support/scribe-fake-engine.js';
 import type { ScribeTemplate } from '../templates.js';
 import { ChatCompletionsGenerator, sectionsFromAnswer, SYSTEM_PROMPT } from './chat-completions.js';
 import { EngineError } from './engine.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../../definitions/registry.js';
-import { fixturesDir } from '../../test-support/fixtures.js';
+import { fixturesDir } from '../../../test/support/fixtures.js';
 import { FhirPathCompiler, referencedType, TypeModel } from './evaluate.js';
 import { parseFhirPathSubset } from './parser.js';
 

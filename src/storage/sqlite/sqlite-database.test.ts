@@ -4,8 +4,8 @@ import { open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { sqliteTestDatabase } from '../../test-support/databases.js';
-import type { TestDatabase } from '../../test-support/databases.js';
+import { sqliteTestDatabase } from '../../../test/support/databases.js';
+import type { TestDatabase } from '../../../test/support/databases.js';
 import { SqliteDatabase, sqliteFileName } from './sqlite-database.js';
 
 describe('SqliteDatabase group commit', () => {

@@ -12,7 +12,8 @@ export type EntryAction =
   | { kind: 'read'; type: string; id: string; ifNoneMatch?: number }
   | { kind: 'vread'; type: string; id: string; versionId: string }
   | { kind: 'search'; type: string; query: string }
-  | { kind: 'history'; type: string; id?: string; query: string };
+  | { kind: 'history'; type: string; id?: string; query: string }
+  | { kind: 'capabilities' };
 
 export interface EntryRequest {
   method?: unknown;
@@ -47,6 +48,11 @@ export function parseEntryRequest(
   const path = at < 0 ? url : url.slice(0, at);
   const query = at < 0 ? '' : url.slice(at + 1);
   const segments = path.split('/').filter((s) => s !== '');
+  const operation = segments.find((s) => s.startsWith('$'));
+  if (operation !== undefined) throw operationNotSupported(operation, 'in a Bundle entry');
+  if (segments.length === 1 && segments[0] === 'metadata' && (method === 'GET' || method === 'HEAD')) {
+    return { kind: 'capabilities' };
+  }
   const [type, id, third, vid] = segments;
   if (!type || !isType(type))
     throw new AppError('bad-request', `request.url ${request.url} does not name an R4 resource type`);
@@ -101,6 +107,11 @@ export function parseEntryRequest(
       );
   }
   throw new AppError('bad-request', `${method} ${request.url} is not an interaction this server supports in a Bundle`);
+}
+
+/** An operation (`$name`) the server does not have where it is asked for: 400 not-supported naming it. */
+export function operationNotSupported(operation: string, where: string): AppError {
+  return new AppError('operation-not-supported', `The operation ${operation} is not supported ${where}`);
 }
 
 /** Transaction processing order (bundle.html#transaction): DELETE, POST, PUT/PATCH, then GET/HEAD. */

@@ -59,6 +59,10 @@ export interface SearchEngine {
   ): Promise<string[]>;
   /** The parameters the engine supports on a type, for the CapabilityStatement. */
   capabilitySearchParams(type: string): CapabilitySearchParam[];
+  /** The `_include` and `_revinclude` values the engine accepts on a type, for the CapabilityStatement. */
+  capabilityIncludes(type: string): { include: string[]; revinclude: string[] };
+  /** The parameters of a system search (no type), `_type` and `_has` among them, for the CapabilityStatement. */
+  capabilitySystemSearchParams(): CapabilitySearchParam[];
 }
 
 /** Everything a FHIR interaction needs, built once per process by app.ts. */

@@ -23,12 +23,84 @@ function queryValue(request: FastifyRequest, name: string): string | undefined {
 
 const JSON_FORMATS = new Set(['json', 'application/json', 'application/fhir+json', 'application/json+fhir']);
 
-/** _format: JSON only; asking for XML or anything else is 406 (CONTRACT.md: JSON only). */
+/** The JSON media types this server answers in, by preference. */
+const JSON_MEDIA_TYPES = ['application/fhir+json', 'application/json'] as const;
+
+interface MediaRange {
+  readonly type: string;
+  readonly subtype: string;
+  readonly params: ReadonlyMap<string, string>;
+  readonly q: number;
+}
+
+function parseAccept(accept: string): MediaRange[] {
+  const ranges: MediaRange[] = [];
+  for (const item of accept.split(',')) {
+    const [mediaType, ...rawParams] = item.split(';').map((part) => part.trim());
+    const slash = mediaType.indexOf('/');
+    if (slash < 0) continue;
+    const params = new Map<string, string>();
+    let q = 1;
+    for (const param of rawParams) {
+      const eq = param.indexOf('=');
+      if (eq < 0) continue;
+      const name = param.slice(0, eq).trim().toLowerCase();
+      const value = param
+        .slice(eq + 1)
+        .trim()
+        .replace(/^"(.*)"$/, '$1');
+      if (name === 'q') q = Number.isNaN(Number(value)) ? 0 : Math.min(1, Math.max(0, Number(value)));
+      else params.set(name, value);
+    }
+    const type = mediaType.slice(0, slash).toLowerCase();
+    ranges.push({ type, subtype: mediaType.slice(slash + 1).toLowerCase(), params, q });
+  }
+  return ranges;
+}
+
+/**
+ * The quality the client gives a JSON media type we produce: that of its most specific matching range
+ * (RFC 9110 §12.5.1), 0 when none matches. A `fhirVersion` parameter other than R4's (4.0) matches
+ * nothing (https://hl7.org/fhir/R4/http.html#version-parameter).
+ */
+function quality(ranges: readonly MediaRange[], mediaType: string): number {
+  const [type, subtype] = mediaType.split('/');
+  let best: { specificity: number; q: number } | undefined;
+  for (const range of ranges) {
+    const fhirVersion = range.params.get('fhirversion');
+    if (fhirVersion !== undefined && !/^4\.0(\.\d+)?$/.test(fhirVersion)) continue;
+    let specificity: number;
+    if (range.type === type && range.subtype === subtype) specificity = 3 + range.params.size;
+    else if (range.type === type && range.subtype === '*') specificity = 2;
+    else if (range.type === '*' && range.subtype === '*') specificity = 1;
+    else continue;
+    if (!best || specificity > best.specificity) best = { specificity, q: range.q };
+  }
+  return best?.q ?? 0;
+}
+
+/**
+ * JSON only (CONTRACT.md): `_format` asking for anything but JSON is 406, and so is, without `_format`
+ * (which overrides Accept, https://hl7.org/fhir/R4/http.html#mime-type), an Accept header that admits
+ * no JSON form. No Accept, or an empty one, means anything.
+ */
 export function assertJsonFormat(request: FastifyRequest): void {
   const format = queryValue(request, '_format');
-  if (format !== undefined && !JSON_FORMATS.has(format.split(';')[0].trim().toLowerCase())) {
-    throw new AppError('not-acceptable', `_format=${format} is not supported: this server speaks JSON only`);
+  if (format !== undefined) {
+    if (!JSON_FORMATS.has(format.split(';')[0].trim().toLowerCase())) {
+      throw new AppError('not-acceptable', `_format=${format} is not supported: this server speaks JSON only`);
+    }
+    return;
   }
+  const header = request.headers.accept;
+  const accept = (Array.isArray(header) ? header.join(',') : (header ?? '')).trim();
+  if (accept === '') return;
+  const ranges = parseAccept(accept);
+  if (JSON_MEDIA_TYPES.some((mediaType) => quality(ranges, mediaType) > 0)) return;
+  throw new AppError(
+    'not-acceptable',
+    `Accept: ${accept} admits no JSON form: this server answers application/fhir+json (or application/json) only`,
+  );
 }
 
 function isPretty(request: FastifyRequest): boolean {

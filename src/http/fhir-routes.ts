@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
+import { operationNotSupported } from '../fhir/bundle-entry-request.js';
 import { parseETagVersion } from '../fhir/ids.js';
 import { capabilityStatement } from '../fhir/interactions/capabilities.js';
 import { conditionalDeleteInteraction } from '../fhir/interactions/conditional-delete.js';
@@ -81,6 +82,8 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   app.addHook('onRequest', async (request, reply) => {
     assertJsonFormat(request);
     const path = request.url.split('?')[0];
+    const lacking = unsupportedOperation(path, (name) => services.types.isResourceType(name));
+    if (lacking) throw lacking;
     if (path === '/fhir/metadata' || path === '/fhir/metadata/') return;
     request.principal = await authenticator.authenticate(request, reply);
   });
@@ -327,6 +330,8 @@ function conditionalVersion(header: string): number | undefined {
  * naming a type that R4 does not define is 404 unknown-resource-type, anything else 404.
  */
 export function unmatchedFhirRequest(path: string, isResourceType: (name: string) => boolean): AppError {
+  const lacking = unsupportedOperation(path, isResourceType);
+  if (lacking) return lacking;
   const segments = path.replace(/\/+$/, '').split('/').slice(2);
   const [first] = segments;
   if (first === 'metadata' || first === '_history') {
@@ -344,4 +349,21 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
   const served = ['', 'id', '_history', '_search', '$validate', 'id/$validate', 'id/_history', 'id/_history/vid'];
   if (served.includes(shape)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
   return new AppError('unknown-route', `No FHIR endpoint at ${path}`);
+}
+
+/**
+ * An operation (`$name`, https://hl7.org/fhir/R4/operations.html) the server lacks, at the system,
+ * type or instance level: 400 not-supported naming it (CONTRACT.md). `$validate` on a type or an
+ * instance is served (its other methods are 405, from unmatchedFhirRequest); a path under a name that
+ * is no resource type is left to the unknown-type answer.
+ */
+export function unsupportedOperation(path: string, isResourceType: (name: string) => boolean): AppError | undefined {
+  const segments = path.replace(/\/+$/, '').split('/').slice(2);
+  const at = segments.findIndex((s) => s.startsWith('$'));
+  if (at < 0) return undefined;
+  const operation = segments[at];
+  if (at === 0) return operationNotSupported(operation, 'at the system level');
+  if (!isResourceType(segments[0])) return undefined;
+  if (operation === '$validate' && (at === 1 || at === 2) && segments.length === at + 1) return undefined;
+  return operationNotSupported(operation, `on ${at === 1 ? segments[0] : `${segments[0]}/${segments[1]}`}`);
 }

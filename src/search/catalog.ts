@@ -170,6 +170,57 @@ export class SearchCatalog {
       }));
   }
 
+  /**
+   * The `_include` values a search of `resourceType` accepts (search/plan.ts planInclude): `*`, and
+   * `Type:param` for each of its reference parameters.
+   */
+  includes(resourceType: string): string[] {
+    return ['*', ...this.referenceParams(resourceType).map((p) => `${resourceType}:${p.code}`)];
+  }
+
+  /**
+   * The `_revinclude` values that bring in resources pointing at `resourceType`: `Source:param` for
+   * every reference parameter of any type that may refer to it (a parameter without declared targets
+   * may refer to any type).
+   */
+  revIncludes(resourceType: string): string[] {
+    if (!this.revIncludesByTarget) {
+      const byTarget = new Map<string, string[]>();
+      const all: string[] = [];
+      for (const source of this.registry.resourceTypes) {
+        for (const param of this.referenceParams(source)) {
+          const value = `${source}:${param.code}`;
+          if (param.targets.length === 0) all.push(value);
+          for (const target of param.targets) byTarget.set(target, [...(byTarget.get(target) ?? []), value]);
+        }
+      }
+      this.revIncludesByTarget = { byTarget, all };
+    }
+    const { byTarget, all } = this.revIncludesByTarget;
+    return [...(byTarget.get(resourceType) ?? []), ...all].sort();
+  }
+
+  /**
+   * The parameters a system search (`GET /fhir?...`, no type) accepts: those every resource type has
+   * (search/plan.ts paramsFor asks each searched type for the parameter).
+   */
+  systemCapabilities(): CapabilitySearchParam[] {
+    const [first, ...rest] = this.registry.resourceTypes;
+    if (first === undefined) return [];
+    return this.capabilities(first).filter((p) =>
+      rest.every((type) => {
+        const param = this.param(type, p.name);
+        return param !== undefined && param.kind !== 'unsupported';
+      }),
+    );
+  }
+
+  private revIncludesByTarget?: { byTarget: Map<string, string[]>; all: string[] };
+
+  private referenceParams(resourceType: string): CatalogParam[] {
+    return [...this.forType(resourceType).params.values()].filter((p) => p.type === 'reference' && p.kind === 'index');
+  }
+
   private build(resourceType: string): TypeCatalog {
     const params = new Map<string, CatalogParam>();
     const indexed: CatalogParam[] = [];

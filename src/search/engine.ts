@@ -246,5 +246,19 @@ export function createSearchEngine(
     search,
     findIds,
     capabilitySearchParams: (type) => catalog.capabilities(type),
+    capabilityIncludes: (type) => ({ include: catalog.includes(type), revinclude: catalog.revIncludes(type) }),
+    capabilitySystemSearchParams: () => [
+      ...catalog.systemCapabilities(),
+      {
+        name: '_type',
+        type: 'token',
+        documentation: 'The resource types a system search returns (parse.ts), comma-separated',
+      },
+      {
+        name: '_has',
+        type: 'special',
+        documentation: 'Reverse chaining: _has:Type:reference:parameter=value (plan.ts planHas)',
+      },
+    ],
   };
 }

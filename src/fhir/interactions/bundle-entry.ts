@@ -8,6 +8,8 @@ import type { EntryAction } from '../bundle-entry-request.js';
 import { parseJsonBytes } from '../json-limits.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
+import { VERSION } from '../../version.js';
+import { capabilityStatement } from './capabilities.js';
 import { conditionalDeleteInteraction } from './conditional-delete.js';
 import { conditionalUpdateInteraction } from './conditional-update.js';
 import { createInteraction } from './create.js';
@@ -78,6 +80,8 @@ export async function performEntry(
       });
     case 'history':
       return historyInteraction(request, Object.fromEntries(new URLSearchParams(action.query)), action.type, action.id);
+    case 'capabilities':
+      return { status: 200, body: capabilityStatement(request.services, VERSION) };
   }
 }
 

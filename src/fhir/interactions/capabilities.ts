@@ -18,29 +18,45 @@ export const SUPPORTED_TYPE_INTERACTIONS = [
 ] as const;
 export const SUPPORTED_TYPE_OPERATIONS = ['validate'] as const;
 export const SUPPORTED_SYSTEM_INTERACTIONS = ['transaction', 'batch', 'history-system', 'search-system'] as const;
+/** The PATCH content types (http/fhir-routes.ts patchFormat): JSON Patch and FHIRPath Patch. */
+export const SUPPORTED_PATCH_FORMATS = ['application/json-patch+json', 'application/fhir+json'] as const;
+
+/**
+ * https://hl7.org/fhir/R4/valueset-reference-handling-policy.html: literal references to this server
+ * (`local`), and, with AMBIENT_REFERENTIAL_INTEGRITY, checked before each write commits (`enforced`).
+ */
+function referencePolicy(services: FhirServices): string[] {
+  return services.config.referentialIntegrity ? ['literal', 'local', 'enforced'] : ['literal', 'local'];
+}
 
 let cached: { key: string; json: string } | undefined;
 
 export function capabilityStatement(services: FhirServices, version: string): string {
-  const key = `${services.baseUrl}|${version}`;
+  const key = `${services.baseUrl}|${version}|${services.config.referentialIntegrity}`;
   if (cached?.key === key) return cached.json;
-  const resource = services.types.resourceTypes.map((type) => ({
-    type,
-    profile: `http://hl7.org/fhir/StructureDefinition/${type}`,
-    interaction: SUPPORTED_TYPE_INTERACTIONS.map((code) => ({ code })),
-    versioning: 'versioned-update',
-    readHistory: true,
-    updateCreate: true,
-    conditionalCreate: true,
-    conditionalUpdate: true,
-    conditionalDelete: 'single',
-    conditionalRead: 'full-support',
-    searchParam: services.search.capabilitySearchParams(type),
-    operation: SUPPORTED_TYPE_OPERATIONS.map((name) => ({
-      name,
-      definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
-    })),
-  }));
+  const resource = services.types.resourceTypes.map((type) => {
+    const includes = services.search.capabilityIncludes(type);
+    return {
+      type,
+      profile: `http://hl7.org/fhir/StructureDefinition/${type}`,
+      interaction: SUPPORTED_TYPE_INTERACTIONS.map((code) => ({ code })),
+      versioning: 'versioned-update',
+      readHistory: true,
+      updateCreate: true,
+      conditionalCreate: true,
+      conditionalUpdate: true,
+      conditionalDelete: 'single',
+      conditionalRead: 'full-support',
+      referencePolicy: referencePolicy(services),
+      searchInclude: includes.include,
+      searchRevInclude: includes.revinclude,
+      searchParam: services.search.capabilitySearchParams(type),
+      operation: SUPPORTED_TYPE_OPERATIONS.map((name) => ({
+        name,
+        definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
+      })),
+    };
+  });
   const statement = {
     resourceType: 'CapabilityStatement',
     status: 'active',
@@ -51,6 +67,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
     implementation: { description: 'ambient-fhir FHIR R4 server', url: services.baseUrl },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json'],
+    patchFormat: [...SUPPORTED_PATCH_FORMATS],
     rest: [
       {
         mode: 'server',
@@ -68,6 +85,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
         },
         resource,
         interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),
+        searchParam: services.search.capabilitySystemSearchParams(),
       },
     ],
   };

@@ -1,7 +1,10 @@
 // Transaction step 2 (https://hl7.org/fhir/R4/http.html#trules, "Resolving references in Bundles"):
 // every reference to an entry's fullUrl becomes the id the transaction assigned, and every conditional
 // reference (`Patient?identifier=...`) its one match, searched inside the transaction (none or several:
-// 412). Nested and contained references alike.
+// 412). Nested and contained references alike. A relative reference (`Patient/0`) in an entry whose
+// fullUrl is an absolute RESTful URL is first resolved against that fullUrl's base
+// (https://hl7.org/fhir/R4/bundle.html#references): when an entry has the resulting fullUrl, the
+// reference is to that entry.
 import { AppError } from '../../errors.js';
 import type { SqlExecutor } from '../../storage/sql/database.js';
 import { requireAccess } from '../access.js';
@@ -21,8 +24,11 @@ export async function resolveReferences(
   const conditionalTargets = new Map<string, string>();
   for (const entry of planned) {
     const pending: { reference: string; replace: (next: string) => void }[] = [];
+    const base = restfulBase(entry.fullUrl);
     forEachReference(entry.resource, (reference, replace) => {
-      const local = idsByFullUrl.get(reference);
+      const local =
+        idsByFullUrl.get(reference) ??
+        (base !== undefined && RELATIVE.test(reference) ? idsByFullUrl.get(`${base}/${reference}`) : undefined);
       if (local) replace(local);
       else if (parseConditionalReference(reference)) pending.push({ reference, replace });
     });
@@ -39,6 +45,17 @@ export async function resolveReferences(
       }
     }
   }
+}
+
+/** A relative literal reference: `Type/id`, optionally versioned (https://hl7.org/fhir/R4/references.html#literal). */
+const RELATIVE = /^[A-Z][A-Za-z]+\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+
+/** The service base of an absolute RESTful fullUrl (`http://example.org/fhir/Patient/0` → `http://example.org/fhir`). */
+function restfulBase(fullUrl: string | undefined): string | undefined {
+  const match =
+    fullUrl &&
+    /^(https?:\/\/.+)\/[A-Z][A-Za-z]+\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(fullUrl);
+  return match ? match[1] : undefined;
 }
 
 async function conditionalTarget(request: FhirRequest, tx: SqlExecutor, reference: string): Promise<string> {

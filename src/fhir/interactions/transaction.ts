@@ -118,6 +118,7 @@ async function performWrites(
  * the resource only for a caller that may read it); nothing is written.
  */
 async function existingMatch(request: FhirRequest, entry: PlannedEntry, options: BundleOptions): Promise<BundleEntry> {
+  if (entry.action.kind !== 'create') throw new Error('Only a create finds an existing match');
   const { type } = entry.action;
   const existing = await request.services.store.read(type, entry.assignedId!);
   if (!existing || existing.deleted) throw new AppError('resource-deleted', `${type}/${entry.assignedId} was deleted`);

@@ -23,6 +23,8 @@ export const ERROR_CATALOG = {
   'invariant-violated-standard': { status: 422, issueType: 'invariant', oauthError: 'invalid_request' },
   unauthenticated: { status: 401, issueType: 'login', oauthError: 'invalid_token' },
   'invalid-credentials': { status: 401, issueType: 'login', oauthError: 'invalid_grant' },
+  // RFC 6749 §5.2: client authentication failed (a SMART Backend Services client assertion).
+  'invalid-client': { status: 401, issueType: 'login', oauthError: 'invalid_client' },
   forbidden: { status: 403, issueType: 'forbidden', oauthError: 'insufficient_scope' },
   'https-required': { status: 403, issueType: 'security', oauthError: 'invalid_request' },
   'unsupported-grant-type': { status: 400, issueType: 'not-supported', oauthError: 'unsupported_grant_type' },

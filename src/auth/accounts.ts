@@ -4,6 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import { UniqueViolationError } from '../storage/sql/database.js';
 import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import { ClientKeyError, clientJwksText, parseClientJwks, storedClientKeys } from './client-keys.js';
+import type { ClientKey } from './client-keys.js';
 import { hashPassword, passwordProblem } from './passwords.js';
 import { DEFAULT_SCOPES, ScopeError, splitScopes, validateScopes } from './scopes.js';
 
@@ -17,6 +19,8 @@ export interface Account {
   readonly rateLimit: number | null;
   /** Tokens issued (iat) before this time, in epoch seconds, are refused; 0 when never revoked. */
   readonly tokensNotBefore: number;
+  /** The public keys registered for SMART Backend Services (client assertions); empty when none. */
+  readonly clientKeys: readonly ClientKey[];
   readonly createdAt: string;
   readonly updatedAt: string;
 }
@@ -28,6 +32,8 @@ export interface NewAccount {
   readonly rateLimit?: number | null;
   readonly active?: boolean;
   readonly apiAccess?: boolean;
+  /** A JWKS text of RS384/ES384 public keys (see client-keys.ts). */
+  readonly jwks?: string;
 }
 
 export interface AccountChanges {
@@ -36,6 +42,8 @@ export interface AccountChanges {
   readonly rateLimit?: number | null;
   readonly active?: boolean;
   readonly apiAccess?: boolean;
+  /** A JWKS text: replaces the registered public keys. */
+  readonly jwks?: string;
 }
 
 export type AccountErrorCode = 'exists' | 'not-found' | 'invalid';
@@ -60,11 +68,12 @@ type AccountRow = {
   rate_limit: number | null;
   tokens_not_before: number;
   login_lock_epoch?: number;
+  jwks: string | null;
   created_at: string;
   updated_at: string;
 };
 
-const COLUMNS = 'id, username, active, api_access, scopes, rate_limit, tokens_not_before, created_at, updated_at';
+const COLUMNS = 'id, username, active, api_access, scopes, rate_limit, tokens_not_before, jwks, created_at, updated_at';
 
 export const MAX_USERNAME_LENGTH = 254;
 export const MAX_RATE_LIMIT = 1_000_000;
@@ -90,6 +99,7 @@ function toAccount(row: AccountRow): Account {
     scopes: splitScopes(row.scopes),
     rateLimit: row.rate_limit === null || Number(row.rate_limit) === 0 ? null : Number(row.rate_limit),
     tokensNotBefore: Number(row.tokens_not_before),
+    clientKeys: storedClientKeys(row.jwks),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -105,6 +115,10 @@ export function accountJson(account: Account): Record<string, unknown> {
     scopes: [...account.scopes],
     rate_limit: account.rateLimit,
     tokens_not_before: account.tokensNotBefore > 0 ? new Date(account.tokensNotBefore * 1000).toISOString() : null,
+    // Only the key ids and algorithms: the public keys themselves are in the JWKS file registered.
+    ...(account.clientKeys.length > 0
+      ? { client_keys: account.clientKeys.map((k) => ({ kid: k.kid, alg: k.alg })) }
+      : {}),
     created_at: account.createdAt,
     updated_at: account.updatedAt,
   };
@@ -138,14 +152,15 @@ export class AccountStore {
     if (problem) throw new AccountError('invalid', `Cannot create the account: ${problem}`);
     const scopes = this.scopes(input.scopes ?? DEFAULT_SCOPES);
     const rateLimit = this.rateLimit(input.rateLimit);
+    const jwks = input.jwks === undefined ? null : await this.jwks(input.jwks);
     const passwordHash = await hashPassword(input.password);
     const at = new Date(this.now()).toISOString();
     const id = randomUUID();
     try {
       await this.db.transaction(async (tx) => {
         await tx.execute(
-          `INSERT INTO account (id, username, password_hash, active, api_access, scopes, rate_limit, tokens_not_before, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`,
+          `INSERT INTO account (id, username, password_hash, active, api_access, scopes, rate_limit, tokens_not_before, jwks, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`,
           [
             id,
             username,
@@ -154,6 +169,7 @@ export class AccountStore {
             input.apiAccess === false ? 0 : 1,
             scopes.join(' '),
             rateLimit,
+            jwks,
             at,
             at,
           ],
@@ -203,6 +219,10 @@ export class AccountStore {
     if (changes.apiAccess !== undefined) {
       sets.push('api_access = ?');
       params.push(changes.apiAccess ? 1 : 0);
+    }
+    if (changes.jwks !== undefined) {
+      sets.push('jwks = ?');
+      params.push(await this.jwks(changes.jwks));
     }
     if (sets.length === 0) throw new AccountError('invalid', 'Nothing to update: name at least one change');
     sets.push('updated_at = ?');
@@ -304,6 +324,15 @@ export class AccountStore {
       );
     } catch (error) {
       if (error instanceof ScopeError) throw new AccountError('invalid', `Invalid scopes: ${error.message}`);
+      throw error;
+    }
+  }
+
+  private async jwks(text: string): Promise<string> {
+    try {
+      return clientJwksText(await parseClientJwks(text));
+    } catch (error) {
+      if (error instanceof ClientKeyError) throw new AccountError('invalid', `Invalid JWKS: ${error.message}`);
       throw error;
     }
   }

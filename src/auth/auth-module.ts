@@ -11,6 +11,7 @@ import { UsernameHasher } from './auth-secret.js';
 import { AccountCache, AuthStateVersion } from './auth-state.js';
 import { AuditLog, principalOf } from './audit.js';
 import { BearerAuthenticator } from './authenticator.js';
+import { AssertionJtis } from './client-assertion.js';
 import { bundleCost, FHIR_BATCH_PATH } from './bundle-cost.js';
 import { AccountRateLimiter, LoginGuard, memoryLimiters, redisLimiters } from './limits.js';
 import type { LimiterFactory } from './limits.js';
@@ -18,6 +19,7 @@ import { dummyPasswordHash } from './passwords.js';
 import type { AuthModule } from './principal.js';
 import { registerSecurityHeaders } from './security-headers.js';
 import { ensureSigningKey, KeyRing } from './signing-keys.js';
+import { registerSmartConfiguration, tokenEndpointUrl } from './smart-configuration.js';
 import { registerTokenEndpoint } from './token-endpoint.js';
 import { TokenService } from './tokens.js';
 
@@ -131,7 +133,10 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
         audit,
         usernames,
         dummyHash,
+        tokenUrl: tokenEndpointUrl(config.publicUrl),
+        jtis: new AssertionJtis(db),
       });
+      registerSmartConfiguration(app, config.publicUrl);
 
       app.get(
         JWKS_PATH,

@@ -269,7 +269,8 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
 
     it('refuses another grant type with 400 unsupported_grant_type', async () => {
       const { account, password } = await newAccount();
-      const res = await login(app, { username: account.username, password, grant_type: 'client_credentials' });
+      // (client_credentials is SMART Backend Services now: see smart-backend.int.test.ts.)
+      const res = await login(app, { username: account.username, password, grant_type: 'authorization_code' });
       expect(res.statusCode).toBe(400);
       expect(res.json()).toEqual({ error: 'unsupported_grant_type', error_description: expect.any(String) });
     });

@@ -1,16 +1,30 @@
-// POST /v1/ambient/api/auth/token: the OAuth 2.0 password grant (RFC 6749 §4.3) for service accounts.
+// POST /v1/ambient/api/auth/token: the OAuth 2.0 password grant (RFC 6749 §4.3) for service accounts, and
+// the client_credentials grant with a JWT client assertion (RFC 7523) of SMART Backend Services
+// (https://hl7.org/fhir/smart-app-launch/backend-services.html).
 // Order of checks: credentials in the URL (400) → HTTPS (403) → form body and fields (400) → a slot in the
-// lockout counters, taken before any password is checked (429 when none is left) → credentials (401, one
-// body for every cause, one argon2 verification for every cause) → requested scope (400) → token (200).
+// lockout counters, taken before any password or assertion is checked (429 when none is left) →
+// credentials (401, one body for every cause: invalid_grant for a password, invalid_client for an
+// assertion; one argon2 verification for every cause of a password failure) → requested scope (400) →
+// token (200). Failed passwords and failed assertions count against the same lockout counters.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { decodeJwt } from 'jose';
 import { AppError } from '../errors.js';
 import type { Account, AccountStore } from './accounts.js';
 import { MAX_USERNAME_LENGTH, normalizeUsername } from './accounts.js';
 import type { AuthStateVersion } from './auth-state.js';
 import type { UsernameHasher } from './auth-secret.js';
 import type { AuditLog } from './audit.js';
+import {
+  AssertionJtis,
+  AssertionRefused,
+  CLIENT_ASSERTION_TYPE,
+  CLIENT_CREDENTIALS_TOKEN_TTL_SECONDS,
+  MAX_ASSERTION_LENGTH,
+  verifyClientAssertion,
+} from './client-assertion.js';
+import type { AssertionFailure } from './client-assertion.js';
 import { addressCounterKey, isLoginLock } from './limits.js';
-import type { LoginGuard, LoginLock } from './limits.js';
+import type { LoginGuard, LoginLock, LoginReservation } from './limits.js';
 import { MAX_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
 import { parseScope, ScopeSet, splitScopes } from './scopes.js';
 import type { TokenService } from './tokens.js';
@@ -30,9 +44,21 @@ export interface TokenEndpointParts {
   readonly usernames: UsernameHasher;
   /** A hash of a random password: unknown usernames are verified against it (same work, same timing). */
   readonly dummyHash: string;
+  /** The token endpoint's public URL: the `aud` a client assertion must carry. */
+  readonly tokenUrl: string;
+  /** Used client assertion `jti`s (replays are refused). */
+  readonly jtis: AssertionJtis;
+  /** The clock in milliseconds (tests). */
+  readonly now?: () => number;
 }
 
-type FailureReason = 'unknown-user' | 'wrong-password' | 'inactive' | 'no-api-access';
+type FailureReason =
+  'unknown-user' | 'wrong-password' | 'inactive' | 'no-api-access' | 'no-client-keys' | AssertionFailure;
+
+const INVALID_CLIENT = 'The client assertion was refused, or the account may not use the API';
+
+/** The grants this endpoint serves (discovery lists them). */
+export const GRANT_TYPES = ['client_credentials', 'password'] as const;
 
 /**
  * Query parameters that carry secrets (RFC 6749 §2.3.1, RFC 7523): a client that puts one in the URL has
@@ -95,36 +121,27 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     }
   };
 
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    const body = request.body;
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-      throw new AppError('bad-request', `The token request must be ${FORM} with the fields username and password`);
-    }
-    const form = body as Record<string, unknown>;
-    const grantType = field(form, 'grant_type');
-    const rawUsername = field(form, 'username');
-    const password = field(form, 'password');
-    const scopeField = field(form, 'scope');
-    if (grantType !== undefined && grantType !== 'password') {
-      throw new AppError('unsupported-grant-type', `grant_type "${grantType}" is not supported: use password`);
-    }
-    if (!rawUsername) throw new AppError('bad-request', 'The field "username" is missing');
-    if (!password) throw new AppError('bad-request', 'The field "password" is missing');
-    if (rawUsername.length > 4 * MAX_USERNAME_LENGTH) throw new AppError('bad-request', 'The username is too long');
-    if (password.length > MAX_PASSWORD_LENGTH) throw new AppError('bad-request', 'The password is too long');
+  /** The requested scopes, each one known (invalid_scope otherwise); whether granted is checked later. */
+  const requestedScopes = (scopeField: string | undefined): string[] => {
     const requested = scopeField === undefined ? [] : splitScopes(scopeField);
     const unknown = requested.map((s) => parseScope(s)).filter((p): p is string => typeof p === 'string');
     if (unknown.length > 0) throw new AppError('invalid-scope', `Unknown scope: ${unknown.join('; ')}`);
+    return requested;
+  };
 
-    const username = normalizeUsername(rawUsername);
-    const found = await accounts.findCredentials(username);
+  /** A slot in the lockout counters for this attempt (429 when a lock refuses it). */
+  const reserve = async (
+    request: FastifyRequest,
+    username: string,
+    lockEpoch: number | undefined,
+    named: Record<string, unknown>,
+  ): Promise<LoginReservation> => {
     // The account's unlock epoch is part of its counters' keys: `account unlock` moves it, and from then
     // on every process counts the username afresh, in process or in Redis alike.
     const reservation = await guard.reserve({
-      user: `${usernames.counterKey(username)}.${found?.loginLockEpoch ?? 0}`,
+      user: `${usernames.counterKey(username)}.${lockEpoch ?? 0}`,
       address: addressCounterKey(clientAddress(request)),
     });
-    const named = found ? accountFields(found.account) : who(username);
     if (isLoginLock(reservation)) {
       audit.event(
         'warn',
@@ -145,6 +162,181 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
         { headers: { 'Retry-After': String(reservation.retryAfterSeconds) } },
       );
     }
+    return reservation;
+  };
+
+  /** A failed attempt: counted (its slots stay taken) and logged, with the locks it started. */
+  const refuse = async (
+    request: FastifyRequest,
+    reservation: LoginReservation,
+    reason: FailureReason,
+    named: Record<string, unknown>,
+    grantType: (typeof GRANT_TYPES)[number],
+  ): Promise<void> => {
+    const locks = await guard.failed(reservation);
+    audit.event(
+      'warn',
+      'login.failed',
+      request,
+      { outcome: 'failure', status: 401, reason, grant_type: grantType, ...named },
+      'login failed',
+    );
+    for (const started of locks) {
+      audit.event(
+        'warn',
+        'login.lockout',
+        request,
+        { outcome: 'locked', locked_by: started.by, lockout_seconds: started.retryAfterSeconds, ...named },
+        LOCKOUT_MESSAGES[started.by],
+      );
+    }
+  };
+
+  /** The token for an authenticated account: the requested scopes (all of the account's when none), if granted. */
+  const grant = async (
+    request: FastifyRequest,
+    account: Account,
+    requested: readonly string[],
+    grantType: (typeof GRANT_TYPES)[number],
+  ): Promise<Record<string, unknown>> => {
+    const granted = new ScopeSet(account.scopes);
+    const beyond = requested
+      .map((s) => parseScope(s))
+      .filter((p) => typeof p !== 'string' && !granted.covers(p))
+      .map((p) => (p as { scope: string }).scope);
+    if (beyond.length > 0) {
+      throw new AppError('invalid-scope', `The account is not granted: ${beyond.join(' ')}`);
+    }
+    const scope = (requested.length > 0 ? requested : account.scopes).join(' ');
+
+    const stateVersion = await version.read();
+    const maxTtl = grantType === 'client_credentials' ? CLIENT_CREDENTIALS_TOKEN_TTL_SECONDS : undefined;
+    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokensNotBefore, maxTtl);
+    audit.event(
+      'info',
+      'token.issued',
+      request,
+      {
+        outcome: 'success',
+        ...accountFields(account),
+        grant_type: grantType,
+        jti: issued.jti,
+        kid: issued.kid,
+        scope,
+        expires_at: new Date(issued.exp * 1000).toISOString(),
+      },
+      'access token issued',
+    );
+    return { access_token: issued.token, token_type: 'bearer', expires_in: issued.exp - issued.iat, scope };
+  };
+
+  /**
+   * SMART Backend Services: grant_type=client_credentials, authenticated by a client assertion signed with
+   * one of the account's registered keys (client-assertion.ts). `scope` is required.
+   */
+  const clientCredentials = async (
+    request: FastifyRequest,
+    form: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> => {
+    const assertionType = field(form, 'client_assertion_type');
+    const assertion = field(form, 'client_assertion');
+    const scopeField = field(form, 'scope');
+    const clientIdField = field(form, 'client_id');
+    if (!assertionType) throw new AppError('bad-request', 'The field "client_assertion_type" is missing');
+    if (assertionType !== CLIENT_ASSERTION_TYPE) {
+      throw new AppError('bad-request', `client_assertion_type must be ${CLIENT_ASSERTION_TYPE}`);
+    }
+    if (!assertion) throw new AppError('bad-request', 'The field "client_assertion" is missing');
+    if (assertion.length > MAX_ASSERTION_LENGTH) throw new AppError('bad-request', 'The client assertion is too long');
+    if (!scopeField || splitScopes(scopeField).length === 0) {
+      throw new AppError('bad-request', 'The field "scope" is missing: client_credentials needs the scopes asked for');
+    }
+    const requested = requestedScopes(scopeField);
+
+    // The client_id is the assertion's issuer (read before the signature is checked: it names the keys).
+    let clientId: string | undefined;
+    try {
+      const claims = decodeJwt(assertion);
+      clientId = typeof claims.iss === 'string' && claims.iss !== '' ? claims.iss : undefined;
+    } catch {
+      clientId = undefined;
+    }
+    if (clientId === undefined || clientId.length > 4 * MAX_USERNAME_LENGTH) {
+      audit.event(
+        'warn',
+        'login.failed',
+        request,
+        { outcome: 'failure', status: 401, reason: 'malformed', grant_type: 'client_credentials' },
+        'login failed',
+      );
+      throw new AppError('invalid-client', `${INVALID_CLIENT} (the assertion has no issuer)`);
+    }
+    const username = normalizeUsername(clientId);
+    const found = await accounts.findCredentials(username);
+    const named = found ? accountFields(found.account) : who(username);
+    const reservation = await reserve(request, username, found?.loginLockEpoch, named);
+
+    let failure: FailureReason | undefined = !found
+      ? 'unknown-user'
+      : found.account.clientKeys.length === 0
+        ? 'no-client-keys'
+        : clientIdField !== undefined && normalizeUsername(clientIdField) !== username
+          ? 'wrong-issuer'
+          : undefined;
+    if (!failure && found) {
+      const nowMs = (parts.now ?? Date.now)();
+      try {
+        const verified = await verifyClientAssertion(assertion, found.account.clientKeys, {
+          clientId,
+          audience: parts.tokenUrl,
+          nowMs,
+        });
+        if (!(await parts.jtis.use(username, verified.jti, verified.exp, Math.floor(nowMs / 1000)))) {
+          failure = 'replayed-jti';
+        }
+      } catch (error) {
+        if (!(error instanceof AssertionRefused)) throw error;
+        failure = error.reason;
+      }
+      if (!failure)
+        failure = !found.account.active ? 'inactive' : !found.account.apiAccess ? 'no-api-access' : undefined;
+    }
+    if (failure || !found) {
+      await refuse(request, reservation, failure ?? 'unknown-user', named, 'client_credentials');
+      throw new AppError('invalid-client', INVALID_CLIENT);
+    }
+
+    await guard.succeeded(reservation);
+    return grant(request, found.account, requested, 'client_credentials');
+  };
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const body = request.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new AppError('bad-request', `The token request must be ${FORM} with the fields username and password`);
+    }
+    const form = body as Record<string, unknown>;
+    const grantType = field(form, 'grant_type');
+    if (grantType === 'client_credentials') return reply.send(await clientCredentials(request, form));
+    const rawUsername = field(form, 'username');
+    const password = field(form, 'password');
+    const scopeField = field(form, 'scope');
+    if (grantType !== undefined && grantType !== 'password') {
+      throw new AppError(
+        'unsupported-grant-type',
+        `grant_type "${grantType}" is not supported: use password or client_credentials`,
+      );
+    }
+    if (!rawUsername) throw new AppError('bad-request', 'The field "username" is missing');
+    if (!password) throw new AppError('bad-request', 'The field "password" is missing');
+    if (rawUsername.length > 4 * MAX_USERNAME_LENGTH) throw new AppError('bad-request', 'The username is too long');
+    if (password.length > MAX_PASSWORD_LENGTH) throw new AppError('bad-request', 'The password is too long');
+    const requested = requestedScopes(scopeField);
+
+    const username = normalizeUsername(rawUsername);
+    const found = await accounts.findCredentials(username);
+    const named = found ? accountFields(found.account) : who(username);
+    const reservation = await reserve(request, username, found?.loginLockEpoch, named);
 
     // Always one argon2 verification, whatever the cause of a failure, so timing tells nothing.
     const passwordOk = await verifyPassword(found?.passwordHash ?? parts.dummyHash, password);
@@ -158,55 +350,12 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
             ? 'no-api-access'
             : undefined;
     if (failure || !found) {
-      const locks = await guard.failed(reservation);
-      audit.event(
-        'warn',
-        'login.failed',
-        request,
-        { outcome: 'failure', status: 401, reason: failure, ...named },
-        'login failed',
-      );
-      for (const started of locks) {
-        audit.event(
-          'warn',
-          'login.lockout',
-          request,
-          { outcome: 'locked', locked_by: started.by, lockout_seconds: started.retryAfterSeconds, ...named },
-          LOCKOUT_MESSAGES[started.by],
-        );
-      }
+      await refuse(request, reservation, failure ?? 'unknown-user', named, 'password');
       throw new AppError('invalid-credentials', INVALID_CREDENTIALS);
     }
 
-    const account = found.account;
     await guard.succeeded(reservation);
-    const granted = new ScopeSet(account.scopes);
-    const parsed = requested.map((s) => parseScope(s));
-    const beyond = parsed
-      .filter((p) => typeof p !== 'string' && !granted.covers(p))
-      .map((p) => (p as { scope: string }).scope);
-    if (beyond.length > 0) {
-      throw new AppError('invalid-scope', `The account is not granted: ${beyond.join(' ')}`);
-    }
-    const scope = (requested.length > 0 ? requested : account.scopes).join(' ');
-
-    const stateVersion = await version.read();
-    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokensNotBefore);
-    audit.event(
-      'info',
-      'token.issued',
-      request,
-      {
-        outcome: 'success',
-        ...accountFields(account),
-        jti: issued.jti,
-        kid: issued.kid,
-        scope,
-        expires_at: new Date(issued.exp * 1000).toISOString(),
-      },
-      'access token issued',
-    );
-    return reply.send({ access_token: issued.token, token_type: 'bearer', expires_in: issued.exp - issued.iat, scope });
+    return reply.send(await grant(request, found.account, requested, 'password'));
   };
 
   const everyMethod = {

@@ -73,11 +73,18 @@ export class TokenService {
   /**
    * Signs a token for an account. `notBefore` (epoch seconds) is the account's revocation time: a token
    * issued in the same second as a revocation gets that second as its iat, so it is not caught by it.
+   * `maxTtlSeconds` shortens the lifetime below the configured one (client_credentials: 300 s).
    */
-  async issue(accountId: string, scope: string, version: number, notBefore = 0): Promise<IssuedToken> {
+  async issue(
+    accountId: string,
+    scope: string,
+    version: number,
+    notBefore = 0,
+    maxTtlSeconds = this.options.ttlSeconds,
+  ): Promise<IssuedToken> {
     const { kid, privateKey } = await this.keys.signingKey(version);
     const iat = Math.max(Math.floor(this.now() / 1000), notBefore);
-    const exp = iat + this.options.ttlSeconds;
+    const exp = iat + Math.min(this.options.ttlSeconds, maxTtlSeconds);
     const jti = randomUUID();
     const token = await new SignJWT({ scope })
       .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid, typ: TOKEN_TYPE })

@@ -1,5 +1,7 @@
 // `ambient-fhir account <verb>`: service-account administration (CONTRACT.md "Service accounts"). A thin
 // shell around auth/accounts.ts: parse arguments, open DATABASE_URL, call the store, print JSON.
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { AccountStore, accountJson } from '../auth/accounts.js';
@@ -50,20 +52,27 @@ const HELP: CommandHelp = {
   verbs: {
     create: {
       synopsis:
-        'create <username> --password-stdin [--scopes "<s> <s>"] [--rate-limit <per-minute>] [--inactive] [--no-api-access]',
+        'create <username> (--password-stdin | --jwks-file <path>) [--scopes "<s> <s>"] [--rate-limit <per-minute>] [--inactive] [--no-api-access]',
       about: `Creates a service account. The password is read from standard input (one line), e.g.
 printf '%s\\n' "$PASSWORD" | ambient-fhir account create alice --password-stdin
 Default scopes: "system/*.cruds scribe.read scribe.write"; --rate-limit 0 (the default) means no limit;
---inactive and --no-api-access create it unable to get tokens. A second create of a username is refused.`,
+--inactive and --no-api-access create it unable to get tokens. A second create of a username is refused.
+--jwks-file registers public keys (a JWKS of RS384 and/or ES384 public keys, each with a kid) for SMART
+Backend Services: the username is the client_id. Created with --jwks-file and without --password-stdin,
+the account gets a random password nobody knows (it gets tokens by client assertion only).`,
     },
     update: {
       synopsis:
-        'update <username> [--active true|false] [--api-access true|false] [--scopes "..."] [--rate-limit N] [--password-stdin]',
+        'update <username> [--active true|false] [--api-access true|false] [--scopes "..."] [--rate-limit N] [--password-stdin] [--jwks-file <path>]',
       about: `Changes only what is named. A new password, --active false and --api-access false also end the
-account's tokens (as revoke-tokens): reactivating it later does not bring them back.`,
+account's tokens (as revoke-tokens): reactivating it later does not bring them back. --jwks-file replaces
+the account's registered public keys (SMART Backend Services).`,
     },
     list: { synopsis: 'list', about: 'Prints every account as a JSON array.' },
-    show: { synopsis: 'show <username>', about: 'Prints the account.' },
+    show: {
+      synopsis: 'show <username>',
+      about: 'Prints the account (with the kid and alg of each registered public key, as client_keys).',
+    },
     delete: {
       synopsis: 'delete <username>',
       about: 'Deletes the account; its tokens are refused from the next request on.',
@@ -129,6 +138,16 @@ function resourceTypeCheck(): ((name: string) => boolean) | undefined {
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
+/** The text of a --jwks-file (checked by the account store: public RS384/ES384 keys only). */
+async function jwksFile(path: string | undefined): Promise<string | undefined> {
+  if (path === undefined) return undefined;
+  try {
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    throw new Error(`Cannot read the JWKS file ${path}: ${(error as Error).message}`);
+  }
+}
+
 export function createAccountCommand(io: CliIo = processIo()): Command {
   return {
     summary: 'administer service accounts (create, update, list, show, delete, revoke-tokens, unlock)',
@@ -147,14 +166,22 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
               'rate-limit': { type: 'string' },
               inactive: { type: 'boolean' },
               'no-api-access': { type: 'boolean' },
+              'jwks-file': { type: 'string' },
             });
             const username = oneUsername(positionals, 'create');
-            if (!values['password-stdin']) {
-              throw new UsageError('account create needs --password-stdin: the password is read from standard input');
+            const jwksPath = str(values['jwks-file']);
+            if (!values['password-stdin'] && jwksPath === undefined) {
+              throw new UsageError(
+                'account create needs --password-stdin (the password is read from standard input) or --jwks-file',
+              );
             }
             const rateLimit = rateLimitOption(str(values['rate-limit']));
             const scopes = scopesOption(str(values.scopes));
-            const password = await readPasswordLine(io);
+            const jwks = await jwksFile(jwksPath);
+            // A client with keys only: a password nobody knows, never printed, so only assertions get tokens.
+            const password = values['password-stdin']
+              ? await readPasswordLine(io)
+              : randomBytes(32).toString('base64url');
             const account = await withDatabase(io, (db) =>
               store(db).create({
                 username,
@@ -163,6 +190,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
                 rateLimit,
                 active: !values.inactive,
                 apiAccess: !values['no-api-access'],
+                jwks,
               }),
             );
             printJson(io, accountJson(account));
@@ -175,6 +203,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
               scopes: { type: 'string' },
               'rate-limit': { type: 'string' },
               'password-stdin': { type: 'boolean' },
+              'jwks-file': { type: 'string' },
             });
             const username = oneUsername(positionals, 'update');
             const changes: AccountChanges = {
@@ -183,6 +212,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
               scopes: scopesOption(str(values.scopes)),
               rateLimit: rateLimitOption(str(values['rate-limit'])),
               password: values['password-stdin'] ? await readPasswordLine(io) : undefined,
+              jwks: await jwksFile(str(values['jwks-file'])),
             };
             if (Object.values(changes).every((v) => v === undefined)) {
               throw new UsageError('account update: name at least one change');

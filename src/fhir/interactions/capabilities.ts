@@ -72,6 +72,13 @@ export function capabilityStatement(services: FhirServices, version: string): st
       {
         mode: 'server',
         security: {
+          // SMART: where to get a token (https://hl7.org/fhir/smart-app-launch/conformance.html).
+          extension: [
+            {
+              url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+              extension: [{ url: 'token', valueUri: `${services.config.publicUrl}/v1/ambient/api/auth/token` }],
+            },
+          ],
           cors: services.config.corsOrigins.length > 0,
           service: [
             {
@@ -81,7 +88,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
             },
           ],
           description:
-            'Bearer tokens (JWT, ES256) from POST /v1/ambient/api/auth/token; SMART on FHIR v2 system scopes.',
+            'Bearer tokens (JWT, ES256) from POST /v1/ambient/api/auth/token: the password grant, or SMART Backend Services (client_credentials with an RS384 or ES384 client assertion); SMART on FHIR v2 system scopes.',
         },
         resource,
         interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),

@@ -4,6 +4,7 @@ import { searchIndexesMigration } from './003-search-indexes.js';
 import { scribeMigration } from './004-scribe.js';
 import { resourceLinksMigration } from './005-resource-links.js';
 import { authHardeningMigration } from './006-auth-hardening.js';
+import { clientKeysMigration } from './007-client-keys.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -14,4 +15,5 @@ export const MIGRATIONS: readonly Migration[] = [
   scribeMigration,
   resourceLinksMigration,
   authHardeningMigration,
+  clientKeysMigration,
 ];

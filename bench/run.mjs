@@ -344,6 +344,24 @@ if (parts.synthetic) {
   console.error(`Generating ${syntheticTotal} synthetic resources (seed ${syntheticSeed}) in ${dir}...`);
   generated = await generateSynthetic(dir, syntheticTotal, syntheticSeed);
 }
+// A bare machine has no PostgreSQL: the SQLite part still runs, and the run says what it left out.
+if (backends.includes('postgres')) {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+  } catch (error) {
+    console.error(
+      `No PostgreSQL answers at ${POSTGRES_URL.replace(/\/\/([^:@/]*):[^@]*@/, '//$1:***@')} (${error.message}): the PostgreSQL part is skipped (set AMBIENT_BENCH_POSTGRES_URL).`,
+    );
+    backends.splice(backends.indexOf('postgres'), 1);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+if (backends.length === 0) {
+  console.error('No database left to run the benchmark on.');
+  process.exit(1);
+}
 const runs = [];
 try {
   for (const backend of backends) runs.push(await benchBackend(backend, generated));

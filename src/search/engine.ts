@@ -21,6 +21,7 @@ import { executeSearch, queryKey } from './execute.js';
 import { checkCost } from './limits.js';
 import { SearchIndexWriter } from './index-writer.js';
 import { parseSearch } from './parse.js';
+import type { SearchRequest } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
@@ -29,17 +30,6 @@ import { ReferenceParser } from './values/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
   readonly catalog: SearchCatalog;
-  /**
-   * The ids of the resources of `type` matching a query string (`identifier=sys|value`), at most
-   * `limit`: for conditional references, creates and updates. Unknown parameters are an error here.
-   */
-  findIds(
-    executor: SqlExecutor,
-    type: string,
-    query: string,
-    canSearch: (type: string) => boolean,
-    limit?: number,
-  ): Promise<string[]>;
 }
 
 /** The tables searches read: their statistics choose the plans. */
@@ -149,6 +139,24 @@ export function createSearchEngine(
     return secret;
   };
 
+  /** Stage 2 for a search and for conditional criteria alike; beyond the cost limits it is refused (422). */
+  function planFor(
+    parsed: SearchRequest,
+    types: readonly string[],
+    strict: boolean,
+    canSearch: (type: string) => boolean,
+  ): Plan {
+    const plan = planSearch(parsed, types, {
+      catalog,
+      references: catalog.references,
+      now: Date.now(),
+      strict,
+      canSearch,
+    });
+    checkCost(parsed, plan);
+    return plan;
+  }
+
   async function search(
     request: FhirRequest,
     type: string | undefined,
@@ -179,15 +187,7 @@ export function createSearchEngine(
       if (types.length === 0)
         throw new AppError('forbidden', "The token's scopes do not allow search on any resource type");
     }
-    const plan = planSearch(parsed, types, {
-      catalog,
-      references: catalog.references,
-      now: Date.now(),
-      strict: options.strict,
-      canSearch: (t) => request.principal.canFhir('search', t),
-    });
-    // Refused before anything runs (too many criteria, values, joins, includes): 422 too-costly.
-    checkCost(parsed, plan);
+    const plan = planFor(parsed, types, options.strict, (t) => request.principal.canFhir('search', t));
     const budget = searchBudget(request, config.searchTimeoutMs);
     // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
     // bounded read, away from the writer.
@@ -227,14 +227,7 @@ export function createSearchEngine(
   ): Promise<string[]> {
     if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
     const parsed = parseSearch([...new URLSearchParams(query)]);
-    const plan = planSearch(parsed, [type], {
-      catalog,
-      references: catalog.references,
-      now: Date.now(),
-      strict: true,
-      canSearch,
-    });
-    checkCost(parsed, plan);
+    const plan = planFor(parsed, [type], true, canSearch);
     const statement = compileMatches(plan, executor.dialect, 'id', limit);
     const rows = await executor.query<{ id: string }>(statement.text, statement.params);
     return rows.map((r) => r.id);

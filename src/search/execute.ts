@@ -10,6 +10,7 @@ import type { Dialect } from '../storage/sql/dialect.js';
 import { encodeCursor } from './cursor.js';
 import type { CursorPosition } from './cursor.js';
 import { subsetter } from './elements.js';
+import type { StatementRunner } from './estimate.js';
 import type { SearchRequest } from './parse.js';
 import type { Plan } from './plan.js';
 import { bindInclude } from './sql/compile.js';
@@ -28,9 +29,6 @@ export interface Row {
   content: string;
   [key: string]: unknown;
 }
-
-/** Runs one compiled statement within the search's budget (SqlDatabase.boundedQuery). */
-export type StatementRunner = (statement: Sql) => Promise<Record<string, unknown>[]>;
 
 export interface ExecuteContext {
   readonly run: StatementRunner;

@@ -3,8 +3,7 @@
 // SqlDatabase.boundedQuery: the read workers (SQLite) and the search pool (PostgreSQL) are other
 // connections, which cannot see an uncommitted transaction. The budget holds as far as the backend
 // lets a statement of an open transaction be stopped (docs/search.md, "Searches inside a transaction").
-import { performance } from 'node:perf_hooks';
-import { BudgetExceededError } from '../storage/sql/database.js';
+import { budgetLeft, BudgetExceededError } from '../storage/sql/database.js';
 import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { StatementRunner } from './estimate.js';
 import type { Sql } from './sql/fragment.js';
@@ -19,9 +18,7 @@ import type { Sql } from './sql/fragment.js';
 export function transactionRunner(tx: SqlExecutor, budget: ReadBudget): StatementRunner {
   const timeout = tx.dialect.transactionStatementTimeout;
   return async (statement: Sql) => {
-    if (budget.signal?.aborted) throw new BudgetExceededError(budget.limitMs, 'aborted');
-    const remaining = Math.ceil(budget.deadline - performance.now());
-    if (remaining <= 0) throw new BudgetExceededError(budget.limitMs, 'deadline');
+    const remaining = Math.ceil(budgetLeft(budget));
     if (timeout === undefined) return tx.query(statement.text, statement.params);
     const [{ previous }] = await tx.query<{ previous: string }>(timeout.set, [String(remaining)]);
     let rows: Record<string, unknown>[];

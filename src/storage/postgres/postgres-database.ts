@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { performance } from 'node:perf_hooks';
-import { BudgetExceededError, SerializationError, UniqueViolationError } from '../sql/database.js';
+import { budgetLeft, BudgetExceededError, SerializationError, UniqueViolationError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
-import { postgresDialect } from '../sql/dialect.js';
+import { PG_QUERY_CANCELED, postgresDialect } from '../sql/dialect.js';
 
 // BIGINT (20) and NUMERIC (1700) arrive as strings by default; our values fit in a double.
 const types = {
@@ -57,9 +56,6 @@ class ClientExecutor implements SqlExecutor {
     }
   }
 }
-
-/** PostgreSQL's SQLSTATE for a statement cancelled (statement_timeout, pg_cancel_backend). */
-const QUERY_CANCELED = '57014';
 
 export class PostgresDatabase implements SqlDatabase {
   readonly dialect = postgresDialect;
@@ -123,13 +119,13 @@ export class PostgresDatabase implements SqlDatabase {
    * search's own deadline passes or its client goes away, so nothing runs on after the answer.
    */
   async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
-    const stopped = (reason: 'deadline' | 'aborted') => new BudgetExceededError(budget.limitMs, reason);
-    if (budget.signal?.aborted) throw stopped('aborted');
+    budgetLeft(budget);
     let client: pg.PoolClient;
     try {
       client = await this.searches(budget.limitMs).connect();
     } catch (error) {
-      if (performance.now() >= budget.deadline) throw stopped('deadline');
+      // Waiting for a connection past the deadline is the budget's error, not the pool's.
+      budgetLeft(budget);
       throw error;
     }
     let cancelled: 'deadline' | 'aborted' | undefined;
@@ -140,15 +136,16 @@ export class PostgresDatabase implements SqlDatabase {
         .query('SELECT pg_cancel_backend($1)', [(client as unknown as { processID: number }).processID])
         .catch(() => undefined);
     };
-    const remaining = budget.deadline - performance.now();
     const onAbort = () => cancel('aborted');
-    const timer = setTimeout(() => cancel('deadline'), Math.max(0, remaining));
-    budget.signal?.addEventListener('abort', onAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
     try {
-      if (remaining <= 0) throw stopped('deadline');
+      timer = setTimeout(() => cancel('deadline'), budgetLeft(budget));
+      budget.signal?.addEventListener('abort', onAbort, { once: true });
       return await new ClientExecutor(client).query<T>(sql, params);
     } catch (error) {
-      if ((error as { code?: string }).code === QUERY_CANCELED) throw stopped(cancelled ?? 'deadline');
+      if ((error as { code?: string }).code === PG_QUERY_CANCELED) {
+        throw new BudgetExceededError(budget.limitMs, cancelled ?? 'deadline');
+      }
       throw error;
     } finally {
       clearTimeout(timer);

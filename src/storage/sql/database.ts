@@ -2,6 +2,7 @@
 // each backend turns them into its own form, so no query is written twice (STYLE.md: one query
 // builder, dialect differences in one place: see dialect.ts).
 
+import { performance } from 'node:perf_hooks';
 import type { Dialect } from './dialect.js';
 
 export type SqlValue = string | number | bigint | null | Buffer;
@@ -33,6 +34,14 @@ export class BudgetExceededError extends Error {
   ) {
     super(reason === 'deadline' ? `stopped after its time budget of ${limitMs} ms` : 'stopped: the client went away');
   }
+}
+
+/** The milliseconds `budget` has left; BudgetExceededError when it has none or was aborted. */
+export function budgetLeft(budget: ReadBudget): number {
+  if (budget.signal?.aborted) throw new BudgetExceededError(budget.limitMs, 'aborted');
+  const remaining = budget.deadline - performance.now();
+  if (remaining <= 0) throw new BudgetExceededError(budget.limitMs, 'deadline');
+  return remaining;
 }
 
 export interface SqlDatabase extends SqlExecutor {

@@ -120,8 +120,8 @@ export interface RowInsert {
   readonly rows: readonly (readonly SqlValue[])[];
 }
 
-/** PostgreSQL's SQLSTATE of a statement cancelled (statement_timeout, pg_cancel_backend). */
-const PG_QUERY_CANCELED = '57014';
+/** PostgreSQL's SQLSTATE for a statement cancelled (statement_timeout, pg_cancel_backend). */
+export const PG_QUERY_CANCELED = '57014';
 
 // SQLite's limit on bound parameters is 32766 (since 3.32); stay well below.
 const SQLITE_MAX_PARAMS = 10_000;

@@ -16,11 +16,10 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection } from 'better-sqlite3';
-import { BudgetExceededError } from '../sql/database.js';
+import { budgetLeft, BudgetExceededError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlValue } from '../sql/database.js';
 
 // CommonJS source run with `eval`, so the same code works from dist/ and under tsx (see checkpointer.ts).
@@ -178,6 +177,12 @@ export class SqliteReadPool {
   /** Runs one read-only statement within `budget`; BudgetExceededError past it or once it is aborted. */
   query<T = Row>(text: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
     if (this.closed) return Promise.reject(new Error('the database is closed'));
+    let remaining: number;
+    try {
+      remaining = budgetLeft(budget);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return new Promise<T[]>((resolvePromise, rejectPromise) => {
       const job: Job = {
         id: this.nextId++,
@@ -188,9 +193,6 @@ export class SqliteReadPool {
         reject: rejectPromise,
         settled: false,
       };
-      if (budget.signal?.aborted) return this.settle(job, new BudgetExceededError(budget.limitMs, 'aborted'));
-      const remaining = budget.deadline - performance.now();
-      if (remaining <= 0) return this.settle(job, new BudgetExceededError(budget.limitMs, 'deadline'));
       // Queued or running, the budget counts: a search waiting for a free worker times out too.
       job.timer = setTimeout(() => this.stop(job, 'deadline'), remaining);
       job.onAbort = () => this.stop(job, 'aborted');

@@ -2,8 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
-import { performance } from 'node:perf_hooks';
-import { BudgetExceededError, SerializationError, UniqueViolationError } from '../sql/database.js';
+import { budgetLeft, SerializationError, UniqueViolationError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
@@ -164,8 +163,7 @@ export class SqliteDatabase implements SqlDatabase {
    */
   async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
     if (this.readPool) return this.readPool.query<T>(sql, params, budget);
-    if (budget.signal?.aborted) throw new BudgetExceededError(budget.limitMs, 'aborted');
-    if (performance.now() >= budget.deadline) throw new BudgetExceededError(budget.limitMs, 'deadline');
+    budgetLeft(budget);
     return this.query<T>(sql, params);
   }
 

@@ -18,7 +18,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
-import type { Database as SqliteConnection } from 'better-sqlite3';
+import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
 import { budgetLeft, BudgetExceededError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlValue } from '../sql/database.js';
 
@@ -118,6 +118,8 @@ export class SqliteReadPool {
   private nextId = 1;
   private closed = false;
   private readonly interrupter: SqliteConnection | undefined;
+  /** `SELECT ambient_interrupt(?)` on the interrupter, prepared once. */
+  private readonly interruptStatement: Statement | undefined;
   private readonly driver = createRequire(import.meta.url).resolve('better-sqlite3');
 
   private readonly extension: string | undefined;
@@ -139,6 +141,7 @@ export class SqliteReadPool {
           'sqlite3_ambientinterrupt_init',
         );
         this.interrupter = connection;
+        this.interruptStatement = connection.prepare('SELECT ambient_interrupt(?)');
       } catch (error) {
         process.emitWarning(
           `SQLite interrupt extension not loaded (${(error as Error).message}); long searches are stopped by ending their thread`,
@@ -154,7 +157,8 @@ export class SqliteReadPool {
       busy: this.workers.filter((w) => w.job || w.stopping).length,
       queued: this.queue.length,
       stopping: this.workers.filter((w) => w.stopping).length,
-      interrupts: this.interrupter !== undefined && this.workers.every((w) => !w.ready || w.handle !== undefined),
+      interrupts:
+        this.interruptStatement !== undefined && this.workers.every((w) => !w.ready || w.handle !== undefined),
     };
   }
 
@@ -228,9 +232,9 @@ export class SqliteReadPool {
 
   private interrupt(worker: ReadWorker): void {
     const { handle } = worker;
-    const interrupter = this.interrupter;
-    if (handle === undefined || !interrupter || worker.retry) return;
-    const attempt = () => interrupter.prepare('SELECT ambient_interrupt(?)').get(handle);
+    const statement = this.interruptStatement;
+    if (handle === undefined || !statement || worker.retry) return;
+    const attempt = () => statement.get(handle);
     attempt();
     worker.retry = setInterval(attempt, INTERRUPT_RETRY_MS);
     worker.retry.unref();

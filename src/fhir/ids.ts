@@ -3,6 +3,10 @@ import { AppError } from '../errors.js';
 // https://hl7.org/fhir/R4/datatypes.html#id
 const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
 
+export function isValidId(id: string): boolean {
+  return ID_PATTERN.test(id) && id !== '.' && id !== '..';
+}
+
 export function assertValidId(id: string): void {
   if (!ID_PATTERN.test(id)) {
     throw new AppError('invalid-id', `"${id}" is not a valid resource id (1-64 of A-Z a-z 0-9 - .)`);

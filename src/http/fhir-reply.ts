@@ -16,24 +16,24 @@ export function preferredReturn(request: FastifyRequest): 'minimal' | 'represent
   return value === 'minimal' ? 'minimal' : value === 'operationoutcome' ? 'OperationOutcome' : 'representation';
 }
 
-function queryValue(request: FastifyRequest, name: string): string | undefined {
+export function queryValue(request: FastifyRequest, name: string): string | undefined {
   const value = (request.query as Record<string, string | string[] | undefined>)[name];
   return Array.isArray(value) ? value[value.length - 1] : value;
 }
 
-const JSON_FORMATS = new Set(['json', 'application/json', 'application/fhir+json', 'application/json+fhir']);
+export const JSON_FORMATS = new Set(['json', 'application/json', 'application/fhir+json', 'application/json+fhir']);
 
 /** The JSON media types this server answers in, by preference. */
 const JSON_MEDIA_TYPES = ['application/fhir+json', 'application/json'] as const;
 
-interface MediaRange {
+export interface MediaRange {
   readonly type: string;
   readonly subtype: string;
   readonly params: ReadonlyMap<string, string>;
   readonly q: number;
 }
 
-function parseAccept(accept: string): MediaRange[] {
+export function parseAccept(accept: string): MediaRange[] {
   const ranges: MediaRange[] = [];
   for (const item of accept.split(',')) {
     const [mediaType, ...rawParams] = item.split(';').map((part) => part.trim());
@@ -112,7 +112,8 @@ function render(request: FastifyRequest, body: string | Record<string, unknown>)
   return typeof body === 'string' ? body : JSON.stringify(body);
 }
 
-export function sendFhir(request: FastifyRequest, reply: FastifyReply, response: FhirResponse): FastifyReply {
+/** What every answer to an interaction carries whatever its body: the audit line, status and version headers. */
+export function startFhirReply(request: FastifyRequest, reply: FastifyReply, response: FhirResponse): void {
   if (response.accessed && response.accessed.length > 0) auditAccess(request, { ids: response.accessed });
   if (response.versionId !== undefined) reply.header('ETag', `W/"${response.versionId}"`);
   if (response.lastModified !== undefined) reply.header('Last-Modified', new Date(response.lastModified).toUTCString());
@@ -121,6 +122,10 @@ export function sendFhir(request: FastifyRequest, reply: FastifyReply, response:
     reply.header('Content-Location', response.location);
   }
   reply.code(response.status);
+}
+
+export function sendFhir(request: FastifyRequest, reply: FastifyReply, response: FhirResponse): FastifyReply {
+  startFhirReply(request, reply, response);
   if (response.status === 304 || response.body === undefined) return reply.send();
   if (response.isWrite) {
     const preference = preferredReturn(request);

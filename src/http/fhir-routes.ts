@@ -21,6 +21,8 @@ import { validateInteraction } from '../fhir/interactions/validate.js';
 import { vreadInteraction } from '../fhir/interactions/vread.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import type { ReadBudget } from '../storage/sql/database.js';
+import { isBinaryRead, sendRead } from './binary-reply.js';
+import { registerRawContentParsers, requestResource } from './body-parsers.js';
 import { assertJsonFormat, FHIR_JSON, preferredReturn, sendFhir } from './fhir-reply.js';
 
 declare module 'fastify' {
@@ -77,10 +79,13 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     }
     return type;
   };
+  const isResourceType = (name: string) => services.types.isResourceType(name);
+  registerRawContentParsers(app, services.config.maxBodyBytes);
 
   // The one place where FHIR requests are authenticated: everything under /fhir but the metadata.
   app.addHook('onRequest', async (request, reply) => {
-    assertJsonFormat(request);
+    // A Binary read may answer its own media type: it negotiates in sendRead (binary-reply.ts).
+    if (!isBinaryRead(request)) assertJsonFormat(request);
     const path = request.url.split('?')[0];
     const lacking = unsupportedOperation(path, (name) => services.types.isResourceType(name));
     if (lacking) throw lacking;
@@ -174,9 +179,14 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     sendFhir(
       request,
       reply,
-      await createInteraction(fhirRequest(request), knownType(request.params.type), request.body, {
-        ifNoneExist: header(request, 'if-none-exist'),
-      }),
+      await createInteraction(
+        fhirRequest(request),
+        knownType(request.params.type),
+        requestResource(request, isResourceType),
+        {
+          ifNoneExist: header(request, 'if-none-exist'),
+        },
+      ),
     ),
   );
 
@@ -188,7 +198,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         fhirRequest(request),
         knownType(request.params.type),
         queryString(request),
-        request.body,
+        requestResource(request, isResourceType),
         ifMatchVersion(request),
       ),
     );
@@ -214,9 +224,10 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     const ifNoneMatch = header(request, 'if-none-match');
     const ifModifiedSince = header(request, 'if-modified-since');
     const since = ifModifiedSince ? Date.parse(ifModifiedSince) : NaN;
-    return sendFhir(
+    return sendRead(
       request,
       reply,
+      request.params.type,
       await readInteraction(fhirRequest(request), knownType(request.params.type), request.params.id, {
         ifNoneMatch: ifNoneMatch ? conditionalVersion(ifNoneMatch) : undefined,
         ifModifiedSince: Number.isNaN(since) ? undefined : since,
@@ -232,7 +243,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         fhirRequest(request),
         knownType(request.params.type),
         request.params.id,
-        request.body,
+        requestResource(request, isResourceType, request.params.id),
         ifMatchVersion(request),
         header(request, 'if-none-match')?.trim() === '*',
       ),
@@ -292,9 +303,10 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   );
 
   app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
-    sendFhir(
+    sendRead(
       request,
       reply,
+      request.params.type,
       await vreadInteraction(
         fhirRequest(request),
         knownType(request.params.type),

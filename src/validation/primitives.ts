@@ -24,6 +24,15 @@ const MAX_STRING_LENGTH = 1024 * 1024;
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARACTERS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
 
+/**
+ * R4 caps strings at 1 MB (datatypes.html#string); base64Binary has no limit in the spec ("systems will
+ * have to impose some implementation based limit"): ours is the request body's, AMBIENT_MAX_BODY_BYTES
+ * (a Binary's raw content, https://hl7.org/fhir/R4/http.html#binary, is as large as any body may be).
+ */
+function maxLength(type: string): number {
+  return type === 'base64Binary' ? Infinity : MAX_STRING_LENGTH;
+}
+
 export class PrimitiveChecker {
   private readonly compiled = new Map<string, CompiledPrimitive>();
 
@@ -44,7 +53,7 @@ export class PrimitiveChecker {
 
   private checkString(type: string, value: string, primitive: CompiledPrimitive): PrimitiveProblem | undefined {
     if (value.length === 0) return error('value', `empty ${type}: a value SHALL NOT be an empty string`);
-    if (value.length > (primitive.rule.maxLength ?? MAX_STRING_LENGTH)) {
+    if (value.length > (primitive.rule.maxLength ?? maxLength(type))) {
       return error('value', `${type} is longer than the 1 MB the spec allows (${value.length} characters)`);
     }
     // FHIR data must survive XML, where these control characters cannot exist (and PostgreSQL refuses NUL).

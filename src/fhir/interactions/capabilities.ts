@@ -29,6 +29,10 @@ function referencePolicy(services: FhirServices): string[] {
   return services.config.referentialIntegrity ? ['literal', 'local', 'enforced'] : ['literal', 'local'];
 }
 
+/** Binary's REST behaviour beyond the common interactions (https://hl7.org/fhir/R4/http.html#binary). */
+export const BINARY_DOCUMENTATION =
+  'Raw content: create and update take any content type (stored as contentType and base64 data; X-Security-Context sets securityContext); read and vread answer the content in its own type unless Accept or _format asks for application/fhir+json.';
+
 let cached: { key: string; json: string } | undefined;
 
 export function capabilityStatement(services: FhirServices, version: string): string {
@@ -39,6 +43,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
     return {
       type,
       profile: `http://hl7.org/fhir/StructureDefinition/${type}`,
+      ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
       interaction: SUPPORTED_TYPE_INTERACTIONS.map((code) => ({ code })),
       versioning: 'versioned-update',
       readHistory: true,

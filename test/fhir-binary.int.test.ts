@@ -2,7 +2,7 @@
 // create and update take any content type, read and vread answer the bytes in their own type unless the
 // client asks for FHIR JSON. Over HTTP on both databases, the bytes compared exactly.
 import { randomUUID } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { Client } from 'fhir-kit-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
@@ -69,6 +69,15 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
       expect(res.headers['cache-control']).toBe('no-store');
       expect(String(res.headers.vary).toLowerCase()).toContain('accept');
     }
+  });
+
+  it('answers HEAD with the headers of the content and no body', async () => {
+    const id = await createPdf();
+    const res = await t.app.inject({ method: 'HEAD', url: `/fhir/Binary/${id}`, headers: { authorization: bearer } });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('application/pdf');
+    expect(res.headers.etag).toBe('W/"1"');
+    expect(res.rawPayload.length).toBe(0);
   });
 
   it('answers the Binary resource in FHIR JSON when Accept or _format asks for it', async () => {
@@ -247,6 +256,31 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
     const empty = await send('POST', '/fhir/Binary', Buffer.alloc(0), { 'content-type': 'application/pdf' });
     expect(empty.statusCode).toBe(400);
     expect(empty.json().issue[0].diagnostics).toContain('empty');
+  });
+
+  it('refuses a Content-Encoding it would store encoded (415), storing nothing', async () => {
+    const id = `enc-${randomUUID()}`;
+    const res = await send('PUT', `/fhir/Binary/${id}`, gzipSync(pdf), {
+      'content-type': 'application/pdf',
+      'content-encoding': 'gzip',
+    });
+    expect(res.statusCode).toBe(415);
+    expect(res.json().issue[0].diagnostics).toContain('Content-Encoding');
+    expect((await get(`/fhir/Binary/${id}`)).statusCode).toBe(404);
+  });
+
+  it('serves a stored contentType that cannot be a header as application/octet-stream', async () => {
+    const res = await send(
+      'POST',
+      '/fhir/Binary',
+      JSON.stringify({ resourceType: 'Binary', contentType: 'text/plain;name="€"', data: 'AAEC' }),
+      { 'content-type': 'application/fhir+json' },
+    );
+    expect(res.statusCode, res.body).toBe(201);
+    const raw = await get(`/fhir/Binary/${res.json().id}`);
+    expect(raw.statusCode).toBe(200);
+    expect(raw.headers['content-type']).toBe('application/octet-stream');
+    expect(raw.rawPayload.equals(Buffer.from([0, 1, 2]))).toBe(true);
   });
 
   it('applies AMBIENT_MAX_BODY_BYTES to the raw bytes: at the cap stored, one byte more 413', async () => {

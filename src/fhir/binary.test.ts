@@ -26,7 +26,15 @@ describe('binaryContentType', () => {
   });
 
   it('refuses what is no media type with a 415', () => {
-    for (const header of ['pdf', 'text/', '/plain', 'text/plain; charset', 'a b/c', 'text/plain; x="a  b"']) {
+    for (const header of [
+      'pdf',
+      'text/',
+      '/plain',
+      'text/plain; charset',
+      'a b/c',
+      'text/plain; x="a  b"',
+      'text/plain; name="é"',
+    ]) {
       expect(() => binaryContentType(header), header).toThrow(expect.objectContaining({ status: 415 }));
     }
   });
@@ -62,6 +70,14 @@ describe('binaryFromRaw and binaryContent', () => {
     const content = binaryContent(JSON.stringify(resource));
     expect(content.contentType).toBe('application/pdf');
     expect(content.bytes.equals(bytes)).toBe(true);
+  });
+
+  it('serves a stored contentType that is no ASCII media type as application/octet-stream', () => {
+    for (const contentType of ['text/plain; name="€"', 'pdf', undefined]) {
+      expect(binaryContent({ contentType, data: 'AAEC' }).contentType, String(contentType)).toBe(
+        'application/octet-stream',
+      );
+    }
   });
 
   it('refuses empty content (400) and reads a Binary without data as no bytes', () => {

@@ -41,8 +41,9 @@ export function binaryContentType(header: string | undefined): string {
     params.push(`${name}=${value}`);
   }
   const contentType = [`${type}/${subtype}`, ...params].join('; ');
-  // A FHIR code has no leading, trailing or doubled whitespace (a quoted parameter could hold some).
-  if (!/^[^\s]+(\s[^\s]+)*$/.test(contentType)) throw notAMediaType(header);
+  // A FHIR code has no leading, trailing or doubled whitespace (a quoted parameter could hold some), and
+  // what goes back out as a Content-Type header must be plain ASCII.
+  if (!/^[\x21-\x7e]+( [\x21-\x7e]+)*$/.test(contentType)) throw notAMediaType(header);
   return contentType;
 }
 
@@ -130,13 +131,26 @@ export function isBinaryResource(body: unknown): boolean {
   );
 }
 
-/** A stored Binary's content: its contentType and its bytes (none when the Binary has no `data`). */
+/**
+ * A stored Binary's content: its contentType and its bytes (none when the Binary has no `data`). A
+ * contentType that is no media type (a Binary written as FHIR JSON only has to hold a `code`) goes out
+ * as application/octet-stream: it could not be a Content-Type header as it is.
+ */
 export function binaryContent(stored: string | Record<string, unknown>): { contentType: string; bytes: Buffer } {
   const resource = (typeof stored === 'string' ? JSON.parse(stored) : stored) as {
     contentType?: unknown;
     data?: unknown;
   };
-  const contentType = typeof resource.contentType === 'string' ? resource.contentType : 'application/octet-stream';
+  const contentType = servableContentType(resource.contentType);
   const bytes = typeof resource.data === 'string' ? Buffer.from(resource.data, 'base64') : Buffer.alloc(0);
   return { contentType, bytes };
+}
+
+function servableContentType(contentType: unknown): string {
+  if (typeof contentType !== 'string') return 'application/octet-stream';
+  try {
+    return binaryContentType(contentType);
+  } catch {
+    return 'application/octet-stream';
+  }
 }

@@ -31,6 +31,26 @@ function contentTypeOf(request: FastifyRequest): string | undefined {
   return request.headers['content-type'];
 }
 
+/**
+ * Raw content is stored as it arrives: request bodies are never decoded (http/compression.ts), so a
+ * body with a Content-Encoding would be stored encoded under a type that does not describe it (415,
+ * RFC 9110 §15.5.16).
+ */
+function assertUnencoded(request: FastifyRequest): void {
+  const encoding = request.headers['content-encoding'];
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    throw new AppError(
+      'unsupported-media-type',
+      `Content-Encoding: ${encoding} is not supported on a request: send the content as it is`,
+    );
+  }
+}
+
+function rawContent(request: FastifyRequest, bytes: Buffer): RawContent {
+  assertUnencoded(request);
+  return new RawContent(contentTypeOf(request), bytes);
+}
+
 export function registerBodyParsers(app: FastifyInstance): void {
   // Fastify's default JSON parser is replaced so that FHIR's media types share one strict parser.
   app.removeContentTypeParser(['application/json', 'text/plain']);
@@ -40,10 +60,11 @@ export function registerBodyParsers(app: FastifyInstance): void {
     (request: FastifyRequest, body: Buffer, done: Done) => {
       try {
         if (!isBinaryContentWrite(request)) return done(null, parseJsonBody(body));
+        assertUnencoded(request);
         // To a Binary, JSON is content like any other, unless it is a Binary resource in FHIR JSON.
         const mediaType = (contentTypeOf(request) ?? '').split(';')[0].trim().toLowerCase();
         const parsed = JSON_CONTENT_TYPES.includes(mediaType) ? parseJsonBody(body) : undefined;
-        done(null, isBinaryResource(parsed) ? parsed : new RawContent(contentTypeOf(request), body));
+        done(null, isBinaryResource(parsed) ? parsed : rawContent(request, body));
       } catch (error) {
         done(error as Error);
       }
@@ -61,6 +82,11 @@ export function registerRawContentParsers(app: FastifyInstance, bodyLimit: numbe
     if (!isBinaryContentWrite(request)) {
       return done(new AppError('unsupported-media-type', 'Unsupported Content-Type: send application/fhir+json'));
     }
+    try {
+      assertUnencoded(request);
+    } catch (error) {
+      return done(error as Error);
+    }
     readBounded(request, payload, bodyLimit).then(
       (bytes) => done(null, new RawContent(contentTypeOf(request), bytes)),
       (error: Error) => done(error),
@@ -72,7 +98,11 @@ export function registerRawContentParsers(app: FastifyInstance, bodyLimit: numbe
     'application/x-www-form-urlencoded',
     { parseAs: 'buffer', bodyLimit },
     (request: FastifyRequest, body: Buffer, done: Done) => {
-      done(null, isBinaryContentWrite(request) ? new RawContent(contentTypeOf(request), body) : parseForm(body));
+      try {
+        done(null, isBinaryContentWrite(request) ? rawContent(request, body) : parseForm(body));
+      } catch (error) {
+        done(error as Error);
+      }
     },
   );
 }

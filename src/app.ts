@@ -85,6 +85,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
         'If-None-Exist',
         'If-Modified-Since',
         'Prefer',
+        // Binary writes (https://hl7.org/fhir/R4/http.html#binary).
+        'X-Security-Context',
       ],
       exposedHeaders: [
         'Location',

@@ -23,7 +23,10 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
   const pdf = pdfBytes();
 
   beforeAll(async () => {
-    t = await startTestApp(backend, { AMBIENT_MAX_BODY_BYTES: String(MAX_BODY) });
+    t = await startTestApp(backend, {
+      AMBIENT_MAX_BODY_BYTES: String(MAX_BODY),
+      AMBIENT_CORS_ORIGINS: 'https://app.example',
+    });
     bearer = `Bearer ${await t.token('system/*.cruds')}`;
   });
   afterAll(async () => t?.close());
@@ -324,6 +327,9 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
     expect(search.headers['content-type']).toBe('application/fhir+json; charset=utf-8');
     const entry = search.json().entry[0].resource;
     expect(Buffer.from(entry.data, 'base64').equals(pdf)).toBe(true);
+    const summary = await get(`/fhir/Binary?_id=${id}&_summary=true`);
+    expect(summary.json().entry[0].resource).toMatchObject({ id, contentType: 'application/pdf' });
+    expect(summary.json().entry[0].resource.data).toBeUndefined();
     const history = await get(`/fhir/Binary/${id}/_history`);
     expect(history.json()).toMatchObject({ resourceType: 'Bundle', type: 'history' });
   });
@@ -366,6 +372,20 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
     const pdfBody =
       pdfGzip.headers['content-encoding'] === 'gzip' ? gunzipSync(pdfGzip.rawPayload) : pdfGzip.rawPayload;
     expect(pdfBody.equals(pdf)).toBe(true);
+  });
+
+  it('lets a browser send X-Security-Context (CORS preflight)', async () => {
+    const preflight = await t.app.inject({
+      method: 'OPTIONS',
+      url: '/fhir/Binary',
+      headers: {
+        origin: 'https://app.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type,x-security-context',
+      },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(String(preflight.headers['access-control-allow-headers']).toLowerCase()).toContain('x-security-context');
   });
 
   it('states raw Binary content in the CapabilityStatement', async () => {

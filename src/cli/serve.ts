@@ -9,6 +9,7 @@ import type { CliIo, Command } from './command.js';
 import { processIo, StartupError } from './command.js';
 import { databaseFailure, isDatabaseAccessError, listenFailure, oneLine, reason, tlsFailure } from './failures.js';
 import { loadCliConfig } from './startup.js';
+import { DatabaseUnavailableError } from '../storage/sql/database.js';
 import { SHUTDOWN_MESSAGE, superviseWorkers } from './cluster.js';
 import type { CommandHelp } from './usage.js';
 import { answerHelp, usageError } from './usage.js';
@@ -101,6 +102,11 @@ function assemblyFailure(config: Config, error: unknown): StartupError {
   }
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^ERR_OSSL|^ERR_SSL/.test(code)) return tlsFailure(error);
+  if (error instanceof DatabaseUnavailableError) {
+    return error.cause === undefined
+      ? new StartupError(`cannot start: ${error.message}`)
+      : databaseFailure(config.databaseUrl, error.cause);
+  }
   if (isDatabaseAccessError(error)) return databaseFailure(config.databaseUrl, error);
   return new StartupError(`cannot start: ${oneLine(error)}`);
 }

@@ -187,6 +187,7 @@ export class PostgresDatabase implements SqlDatabase {
       let lastError: unknown;
       for (;;) {
         for (const url of this.targets.urls) {
+          lastError = undefined;
           try {
             if (await this.acceptsWrites(url)) {
               this.current = new ServerPools(url, this.poolSize, this.searchPoolSize);
@@ -196,7 +197,14 @@ export class PostgresDatabase implements SqlDatabase {
             lastError = error;
           }
         }
-        if (Date.now() >= giveUp || this.closed) throw new DatabaseUnavailableError(lastError);
+        if (Date.now() >= giveUp || this.closed) {
+          throw lastError === undefined
+            ? new DatabaseUnavailableError(
+                undefined,
+                `none of DATABASE_URL's ${this.targets.urls.length} hosts accepts writes (all are standbys)`,
+              )
+            : new DatabaseUnavailableError(lastError);
+        }
         await new Promise((resolve) => setTimeout(resolve, LOCATE_RETRY_MS));
       }
     })().finally(() => {

@@ -70,8 +70,8 @@ export interface SqlDatabase extends SqlExecutor {
  * no client of any database can tell), and the request may be retried shortly (503 with Retry-After).
  */
 export class DatabaseUnavailableError extends Error {
-  constructor(cause?: unknown) {
-    super('the database is unavailable', { cause });
+  constructor(cause?: unknown, message = 'the database is unavailable') {
+    super(message, { cause });
   }
 }
 

@@ -6,6 +6,22 @@ import { defineConfig } from 'vitest/config';
 //   that provides a PostgreSQL (AMBIENT_TEST_POSTGRES_URL or a throwaway embedded one) and probes for
 //   Redis (test/global-setup.ts).
 const DATABASE_TESTS = ['src/**/*.int.test.ts', 'test/**/*.int.test.ts'];
+// The end-to-end suites that run a second time as the `processes` project: against two server processes
+// on one PostgreSQL database, every request going to the other process (test/support/process-pair.ts).
+const PROCESS_PAIR_SUITES = [
+  'test/fhir-rest.int.test.ts',
+  'test/fhir-kit-client.int.test.ts',
+  'test/fhir-bundles.int.test.ts',
+  'test/fhir-conditional.int.test.ts',
+  'test/fhir-conformance.int.test.ts',
+  'test/fhir-scopes.int.test.ts',
+  'test/fhir-patch-validate.int.test.ts',
+  'test/fhir-options.int.test.ts',
+  'test/fhir-bad-input.int.test.ts',
+  'test/referential-integrity.int.test.ts',
+  'test/scribe.int.test.ts',
+  'src/search/search-http.int.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -20,6 +36,15 @@ export default defineConfig({
       {
         extends: true,
         test: { name: 'int', include: DATABASE_TESTS, globalSetup: ['test/global-setup.ts'] },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'processes',
+          include: PROCESS_PAIR_SUITES,
+          globalSetup: ['test/global-setup.ts'],
+          env: { AMBIENT_TEST_PROCESSES: '2' },
+        },
       },
     ],
   },

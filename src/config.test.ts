@@ -99,6 +99,16 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ AMBIENT_SEARCH_WORKERS: '65' })).toThrow(/AMBIENT_SEARCH_WORKERS/);
   });
 
+  it('reads the number of server processes (AMBIENT_WORKERS, 1 to 64)', () => {
+    expect(loadConfig({}).workers).toBe(1);
+    expect(loadConfig({ AMBIENT_WORKERS: '4' }).workers).toBe(4);
+    for (const bad of ['0', '65', '1.5', 'many']) {
+      expect(() => loadConfig({ AMBIENT_WORKERS: bad }), bad).toThrow(
+        /AMBIENT_WORKERS must be an integer between 1 and 64/,
+      );
+    }
+  });
+
   it('never prints a database password', () => {
     expect(redactUrl('postgres://app:secret@db:5432/fhir')).toBe('postgres://app:***@db:5432/fhir');
     let message = '';

@@ -42,6 +42,11 @@ export interface Config {
    * before the time budget: no other request is answered while one runs, and none is stopped.
    */
   readonly searchWorkers: number;
+  /**
+   * AMBIENT_WORKERS (or `serve --workers N`): server processes sharing one port (Node's cluster module);
+   * more than one needs PostgreSQL.
+   */
+  readonly workers: number;
   readonly referentialIntegrity: boolean;
   /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
@@ -336,6 +341,7 @@ function readConfig(environment: Env, options: ConfigOptions) {
     maxBundleEntries: integer('AMBIENT_MAX_BUNDLE_ENTRIES', 1000, 1),
     searchTimeoutMs: integer('AMBIENT_SEARCH_TIMEOUT_MS', 10_000, 1, 3_600_000),
     searchWorkers: integer('AMBIENT_SEARCH_WORKERS', 2, 0, 64),
+    workers: integer('AMBIENT_WORKERS', 1, 1, 64),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
     sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
     metricsPort,

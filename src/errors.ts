@@ -59,6 +59,8 @@ export const ERROR_CATALOG = {
   'unknown-template': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'speech-to-text-unavailable': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
   'not-ready': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
+  // The database was unreachable or the connection was lost (a restart, a failover): retry shortly.
+  'database-unavailable': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
   internal: { status: 500, issueType: 'exception', oauthError: 'server_error' },
 } as const satisfies Record<string, CatalogEntry>;
 

@@ -1,5 +1,6 @@
 // The authentication part of the server, assembled: accounts, keys, tokens, limits, the bearer check, the
 // token endpoint, JWKS, security headers and the audit trail. See docs/auth.md for the design.
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Config } from '../config.js';
@@ -13,7 +14,7 @@ import { AuditLog, principalOf } from './audit.js';
 import { BearerAuthenticator } from './authenticator.js';
 import { AssertionJtis } from './client-assertion.js';
 import { bundleCost, FHIR_BATCH_PATH } from './bundle-cost.js';
-import { AccountRateLimiter, LoginGuard, memoryLimiters, redisLimiters } from './limits.js';
+import { AccountRateLimiter, clusterLimiters, LoginGuard, memoryLimiters, redisLimiters } from './limits.js';
 import type { LimiterFactory } from './limits.js';
 import { dummyPasswordHash } from './passwords.js';
 import type { AuthModule } from './principal.js';
@@ -73,7 +74,11 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
   const usernames = await UsernameHasher.load(db);
   // Last, so that nothing after it can fail and leave the connection open.
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
-  const limiters: LimiterFactory = redis ? redisLimiters(redis) : memoryLimiters();
+  const limiters: LimiterFactory = redis
+    ? redisLimiters(redis)
+    : cluster.isWorker
+      ? clusterLimiters()
+      : memoryLimiters();
 
   const tokens = new TokenService(keys, {
     issuer: config.publicUrl,

@@ -1,9 +1,10 @@
 // Counters for the per-account rate limits and the login lockout, through rate-limiter-flexible: in this
-// process by default, or in Redis when REDIS_URL is set so that every server process counts together.
+// process by default, in the cluster's primary for the processes of `serve --workers N`, or in Redis when
+// REDIS_URL is set so that every server process of every host counts together.
 // Should Redis fail mid-flight, each limiter falls back to an in-process one (its "insurance") rather than
 // refusing or waving through every request; the fallback is logged.
 import { isIP } from 'node:net';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterCluster, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Redis } from 'ioredis';
 
@@ -20,6 +21,16 @@ export type LimiterFactory = (options: LimiterOptions) => RateLimiterAbstract;
 export function memoryLimiters(): LimiterFactory {
   return ({ name, points, durationSeconds }) =>
     new RateLimiterMemory({ keyPrefix: `${KEY_PREFIX}:${name}`, points, duration: durationSeconds });
+}
+
+/**
+ * For the processes of `serve --workers N` without Redis: the counters live in the cluster's primary
+ * process (rate-limiter-flexible's RateLimiterClusterMaster, made by src/cli/cluster.ts), so the workers
+ * count together instead of each granting the whole limit.
+ */
+export function clusterLimiters(): LimiterFactory {
+  return ({ name, points, durationSeconds }) =>
+    new RateLimiterCluster({ keyPrefix: `${KEY_PREFIX}:${name}`, points, duration: durationSeconds, timeoutMs: 5000 });
 }
 
 export function redisLimiters(redis: Redis): LimiterFactory {
@@ -217,7 +228,9 @@ export class LoginGuard {
           ? counter.limiter.delete(counter.key(subject))
           : counter.limiter.reward(counter.key(subject)),
       ),
-      this.known?.set(pairKey(subject), 1, this.options.knownAddressSeconds),
+      // block() rather than set(): it records the key for the whole window in every store, the cluster's
+      // included (which has no set()).
+      this.known?.block(pairKey(subject), this.options.knownAddressSeconds),
     ]);
   }
 }

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { assembleApp } from '../assemble.js';
@@ -8,14 +9,21 @@ import type { CliIo, Command } from './command.js';
 import { processIo, StartupError } from './command.js';
 import { databaseFailure, isDatabaseAccessError, listenFailure, oneLine, reason, tlsFailure } from './failures.js';
 import { loadCliConfig } from './startup.js';
+import { DatabaseUnavailableError } from '../storage/sql/database.js';
+import { SHUTDOWN_MESSAGE, superviseWorkers } from './cluster.js';
 import type { CommandHelp } from './usage.js';
 import { answerHelp, usageError } from './usage.js';
 
 const HELP: CommandHelp = {
   name: 'serve',
-  synopsis: '',
+  synopsis: '[--workers N]',
   about: `Serves the API (what npm start runs) until SIGTERM or SIGINT, which stop it gracefully: no new
 connections, the requests in flight finish, the database is closed, exit 0.
+
+--workers N (or AMBIENT_WORKERS, default 1) runs N server processes on one port (Node's cluster
+module), for more than one core; they share everything through the database, so N > 1 needs
+PostgreSQL (DATABASE_URL=postgres://...). Without REDIS_URL their rate limits and lockouts are counted
+together in the parent process; with it, across hosts. A process that dies is replaced.
 
 Configured by the environment (README "Configuration"): HOST, PORT, DATABASE_URL, AMBIENT_PUBLIC_URL,
 TLS_CERT_FILE and TLS_KEY_FILE, REDIS_URL, LOG_LEVEL and the AMBIENT_* settings. Logs are JSON lines on
@@ -23,23 +31,50 @@ stdout. A start-up failure (an invalid setting, an unreachable database or Redis
 unreadable TLS files) prints one line on stderr and exits 1.`,
 };
 
-/** Stop accepting, let in-flight requests finish, close the database; a second signal exits at once. */
-function shutDownOn(signals: NodeJS.Signals[], app: FastifyInstance): void {
+/**
+ * Stop accepting, let in-flight requests finish, close the database. The first of the triggers starts
+ * it; a later one exits at once, except in a cluster worker, which the primary and a service manager
+ * (systemd signals every process of the unit) may both ask: there the later ones are ignored.
+ */
+function shutDownOn(app: FastifyInstance): void {
   let closing = false;
-  for (const signal of signals) {
-    process.on(signal, () => {
-      if (closing) process.exit(1);
-      closing = true;
-      app.log.info({ signal }, 'shutting down');
-      app.close().then(
-        () => process.exit(0),
-        (error: unknown) => {
-          app.log.error({ err: error }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
+  const shutDown = (trigger: string) => {
+    if (closing) {
+      if (!cluster.isWorker) process.exit(1);
+      return;
+    }
+    closing = true;
+    app.log.info({ signal: trigger }, 'shutting down');
+    app.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        app.log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => shutDown(signal));
+  if (cluster.isWorker) {
+    process.on('message', (message) => {
+      if (message === SHUTDOWN_MESSAGE) shutDown('primary');
     });
+    // The primary is gone (killed): a worker left alone would serve on with nobody to replace it.
+    process.on('disconnect', () => shutDown('primary gone'));
   }
+}
+
+/** `--workers N` from the arguments, or undefined when absent; anything else is a usage error. */
+export function parseServeArguments(args: readonly string[]): { workers?: number } | string {
+  if (args.length === 0) return {};
+  const [flag, value, ...rest] = args[0].startsWith('--workers=')
+    ? ['--workers', args[0].slice(10), ...args.slice(1)]
+    : args;
+  if (flag !== '--workers' || rest.length > 0) return `serve takes only --workers N, got "${args.join(' ')}"`;
+  const workers = Number(value);
+  if (value === undefined || !/^\d+$/.test(value) || workers < 1 || workers > 64) {
+    return `--workers takes a number of processes from 1 to 64, got "${value ?? ''}"`;
+  }
+  return { workers };
 }
 
 /** Reads the TLS files first, so that a missing or unreadable one is named (assembleApp reads them again). */
@@ -67,6 +102,11 @@ function assemblyFailure(config: Config, error: unknown): StartupError {
   }
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^ERR_OSSL|^ERR_SSL/.test(code)) return tlsFailure(error);
+  if (error instanceof DatabaseUnavailableError) {
+    return error.cause === undefined
+      ? new StartupError(`cannot start: ${error.message}`)
+      : databaseFailure(config.databaseUrl, error.cause);
+  }
   if (isDatabaseAccessError(error)) return databaseFailure(config.databaseUrl, error);
   return new StartupError(`cannot start: ${oneLine(error)}`);
 }
@@ -78,10 +118,23 @@ export function createServeCommand(io: CliIo = processIo()): Command {
     async run(args) {
       const answered = answerHelp(io, HELP, args);
       if (answered !== undefined) return answered;
-      if (args.length > 0) return usageError(io, HELP, `serve takes no arguments, got "${args.join(' ')}"`);
-      const config = loadCliConfig(io, { inform: (line) => io.stderr.write(`${line}\n`) });
+      const parsed = parseServeArguments(args);
+      if (typeof parsed === 'string') return usageError(io, HELP, parsed);
+      // The workers inherit the arguments and the environment: the notes on the configuration are the primary's to print.
+      const config = loadCliConfig(io, {
+        inform: (line) => (cluster.isWorker ? undefined : io.stderr.write(`${line}\n`)),
+      });
+      const workers = parsed.workers ?? config.workers;
+      if (workers > 1 && !/^postgres(ql)?:/.test(config.databaseUrl)) {
+        throw new StartupError(
+          `--workers ${workers} (or AMBIENT_WORKERS) needs PostgreSQL: SQLite allows one writing process; set DATABASE_URL=postgres://... or run one process`,
+        );
+      }
       checkTlsFiles(config);
       const logger = createLogger(config.logLevel);
+      if (workers > 1 && cluster.isPrimary) {
+        return superviseWorkers({ workers, logger, shareRateLimits: !config.redisUrl });
+      }
       let app: FastifyInstance;
       try {
         app = await assembleApp(config, logger);
@@ -99,7 +152,7 @@ export function createServeCommand(io: CliIo = processIo()): Command {
         { address, url: config.publicUrl, database: redactUrl(config.databaseUrl), tls: Boolean(config.tlsCertFile) },
         'ambient-fhir listening',
       );
-      shutDownOn(['SIGTERM', 'SIGINT'], app);
+      shutDownOn(app);
       // The server runs until a signal closes it.
       return new Promise<number>(() => undefined);
     },

@@ -1,6 +1,10 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, operationOutcomeFor } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
+import { DatabaseUnavailableError } from '../storage/sql/database.js';
+
+/** Seconds a client is asked to wait after a 503 for a lost database connection (a failover takes a few). */
+const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 /** Fastify's own errors (body parsing, limits, routing) as catalog errors. */
 function fromFastifyError(error: FastifyError): AppError {
@@ -58,9 +62,14 @@ export function errorHandler(error: unknown, request: FastifyRequest, reply: Fas
   const appError =
     error instanceof AppError
       ? error
-      : labelled
-        ? fromFastifyError(error as FastifyError)
-        : new AppError('internal', 'Internal server error');
-  if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
+      : error instanceof DatabaseUnavailableError
+        ? new AppError('database-unavailable', 'The database is unavailable for a moment; retry the request', {
+            headers: { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) },
+          })
+        : labelled
+          ? fromFastifyError(error as FastifyError)
+          : new AppError('internal', 'Internal server error');
+  if (appError.code === 'database-unavailable') request.log.warn({ err: error }, 'database unavailable');
+  else if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
   return sendError(request, reply, appError);
 }

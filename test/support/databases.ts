@@ -43,9 +43,14 @@ export async function postgresTestDatabase(): Promise<TestDatabase> {
   };
 }
 
-/** Both backends, for `describe.each`: the contract suites run against each. */
-export const BACKENDS = ['sqlite', 'postgres'] as const;
+/**
+ * Both backends, for `describe.each`: the contract suites run against each. In the `processes` project
+ * (two server processes, test-app.ts) only PostgreSQL: SQLite allows one writing process.
+ */
+export const BACKENDS: readonly ('sqlite' | 'postgres')[] = process.env.AMBIENT_TEST_PROCESSES
+  ? ['postgres']
+  : ['sqlite', 'postgres'];
 
-export function testDatabase(name: (typeof BACKENDS)[number]): Promise<TestDatabase> {
+export function testDatabase(name: 'sqlite' | 'postgres'): Promise<TestDatabase> {
   return name === 'sqlite' ? Promise.resolve(sqliteTestDatabase()) : postgresTestDatabase();
 }

@@ -10,6 +10,8 @@ import type { Logger } from '../../src/logger.js';
 import { openDatabase } from '../../src/storage/open-database.js';
 import { testDatabase } from './databases.js';
 import type { TestDatabase } from './databases.js';
+import { startProcessPair } from './process-pair.js';
+import { redisTestUrl } from './provided.js';
 
 export interface TestApp {
   readonly app: FastifyInstance;
@@ -23,19 +25,28 @@ export interface TestApp {
 
 export const TEST_PUBLIC_URL = 'http://fhir.test:8080';
 
+/**
+ * AMBIENT_TEST_PROCESSES=2 (the `processes` vitest project): the app is two `serve` processes on one
+ * PostgreSQL database, each request going to the other one than the last (support/process-pair.ts),
+ * with Redis for their shared counters when there is one. SQLite allows one writing process, so every
+ * suite runs on PostgreSQL there.
+ */
+export const TEST_PROCESSES = Number(process.env.AMBIENT_TEST_PROCESSES ?? '1');
+
 export async function startTestApp(
   backend: 'sqlite' | 'postgres',
   env: Record<string, string> = {},
   options: { logger?: Logger } = {},
 ): Promise<TestApp> {
-  const database = await testDatabase(backend);
-  const config = loadConfig({
+  const database = await testDatabase(TEST_PROCESSES > 1 ? 'postgres' : backend);
+  const settings = {
     DATABASE_URL: database.url,
     AMBIENT_PUBLIC_URL: TEST_PUBLIC_URL,
     LOG_LEVEL: 'silent',
     ...env,
-  });
-  const app = await assembleApp(config, options.logger);
+  };
+  const config = loadConfig(settings);
+  const app = TEST_PROCESSES > 1 ? await processPairApp(settings) : await assembleApp(config, options.logger);
   await app.ready();
   const adminDb = openDatabase(database.url);
   const accounts = new AccountStore(adminDb);
@@ -63,4 +74,17 @@ export async function startTestApp(
       await database.dispose();
     },
   };
+}
+
+/** The two processes behind their front, as much of a FastifyInstance as the end-to-end suites use. */
+async function processPairApp(settings: Record<string, string>): Promise<FastifyInstance> {
+  const redisUrl = redisTestUrl();
+  const pair = await startProcessPair({ ...settings, LOG_LEVEL: 'info', ...(redisUrl ? { REDIS_URL: redisUrl } : {}) });
+  const app = {
+    inject: pair.inject,
+    ready: async () => app,
+    listen: async () => pair.url,
+    close: () => pair.close(),
+  };
+  return app as unknown as FastifyInstance;
 }

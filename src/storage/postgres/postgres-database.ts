@@ -1,8 +1,16 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { budgetLeft, BudgetExceededError, SerializationError, UniqueViolationError } from '../sql/database.js';
+import {
+  budgetLeft,
+  BudgetExceededError,
+  DatabaseUnavailableError,
+  SerializationError,
+  UniqueViolationError,
+} from '../sql/database.js';
 import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { PG_QUERY_CANCELED, postgresDialect } from '../sql/dialect.js';
+import { parsePostgresTargets } from './targets.js';
+import type { PostgresTargets } from './targets.js';
 
 // BIGINT (20) and NUMERIC (1700) arrive as strings by default; our values fit in a double.
 const types = {
@@ -57,32 +65,54 @@ class ClientExecutor implements SqlExecutor {
   }
 }
 
-export class PostgresDatabase implements SqlDatabase {
-  readonly dialect = postgresDialect;
-  private readonly pool: pg.Pool;
-  private readonly executor: ClientExecutor;
+/** How long a request waits for a server that accepts writes (the primary, or a promoted standby) before 503. */
+const LOCATE_WAIT_MS = 5000;
+const LOCATE_RETRY_MS = 250;
+/** Each host gets this long to accept a connection when the writable one is looked for. */
+const PROBE_TIMEOUT_MS = 2000;
+
+/**
+ * Whether an error means the connection or the server went away (so another server, or the same one
+ * later, may answer), rather than something wrong with the statement: class 08 (connection exception),
+ * 57P01-03 (shut down, crashed, starting up), 25006 (a read-only transaction: the server is a standby now,
+ * e.g. a former primary brought back), and the socket errors of a server that is gone.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string') {
+    if (code.startsWith('08') || ['57P01', '57P02', '57P03', '25006'].includes(code)) return true;
+    if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code)) return true;
+  }
+  return typeof message === 'string' && /Connection terminated|connection timeout|Connection ended/i.test(message);
+}
+
+/** The pools of one server: the main one, and the searches' own once a search has run. */
+class ServerPools {
+  readonly main: pg.Pool;
+  private searchPool: pg.Pool | undefined;
+
+  constructor(
+    readonly url: string,
+    private readonly poolSize: number,
+    private readonly searchPoolSize: number,
+  ) {
+    this.main = new pg.Pool({ connectionString: url, max: poolSize, types });
+    // A client losing its connection must not crash the process: idle, the pool replaces it; checked out
+    // (between the statements of a transaction), node-postgres emits 'error' on the client itself, which
+    // throws without a listener; the statement after it fails and is answered.
+    this.main.on('error', () => undefined);
+    this.main.on('connect', (client) => client.on('error', () => undefined));
+  }
+
   /**
    * Searches get connections of their own, each with `statement_timeout` set to the search budget: a
    * slow search never holds a connection a write or a read by id needs, and the server stops it even
    * if this process dies. Created on the first search.
    */
-  private searchPool: pg.Pool | undefined;
-
-  constructor(
-    private readonly databaseUrl: string,
-    poolSize = 10,
-    private readonly searchPoolSize = poolSize,
-  ) {
-    this.pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize, types });
-    // An idle client losing its connection must not crash the process; the pool replaces it.
-    this.pool.on('error', () => undefined);
-    this.executor = new ClientExecutor(this.pool);
-  }
-
-  private searches(limitMs: number): pg.Pool {
+  searches(limitMs: number): pg.Pool {
     if (this.searchPool) return this.searchPool;
     const pool = new pg.Pool({
-      connectionString: this.databaseUrl,
+      connectionString: this.url,
       max: this.searchPoolSize,
       types,
       // Waiting for a connection counts against the budget too.
@@ -90,23 +120,140 @@ export class PostgresDatabase implements SqlDatabase {
     });
     pool.on('error', () => undefined);
     // Queued before the first statement the connection runs, so no search ever runs without it.
-    pool.on(
-      'connect',
-      (client) => void client.query(`SET statement_timeout = ${Math.ceil(limitMs)}`).catch(() => undefined),
-    );
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined);
+      void client.query(`SET statement_timeout = ${Math.ceil(limitMs)}`).catch(() => undefined);
+    });
     this.searchPool = pool;
     return pool;
   }
 
-  /** Connections of each pool (for metrics): the main one, and the search one once it exists. */
-  poolStats(): { pool: 'main' | 'search'; total: number; idle: number; waiting: number }[] {
+  stats(): { pool: 'main' | 'search'; total: number; idle: number; waiting: number }[] {
     const stats = (pool: 'main' | 'search', p: pg.Pool) => ({
       pool,
       total: p.totalCount,
       idle: p.idleCount,
       waiting: p.waitingCount,
     });
-    return [stats('main', this.pool), ...(this.searchPool ? [stats('search', this.searchPool)] : [])];
+    return [stats('main', this.main), ...(this.searchPool ? [stats('search', this.searchPool)] : [])];
+  }
+
+  async end(): Promise<void> {
+    await this.searchPool?.end();
+    await this.main.end();
+  }
+}
+
+/**
+ * PostgreSQL through node-postgres. DATABASE_URL may name several hosts in libpq's form (targets.ts):
+ * the server that accepts writes among them is found at the first request and again whenever the
+ * connection to it is lost, so that after a failover (a standby promoted) the process writes to the new
+ * primary within seconds. What was in flight when the connection went: reads are run again on the
+ * server found next; writes fail with DatabaseUnavailableError (503, Retry-After), never half done,
+ * since a transaction that did not commit is rolled back by the server.
+ */
+export class PostgresDatabase implements SqlDatabase {
+  readonly dialect = postgresDialect;
+  private readonly targets: PostgresTargets;
+  /** The pools of the server in use; undefined until one is found (or after it was lost). */
+  private current: ServerPools | undefined;
+  private locating: Promise<ServerPools> | undefined;
+  private closed = false;
+
+  constructor(
+    databaseUrl: string,
+    private readonly poolSize = 10,
+    private readonly searchPoolSize = poolSize,
+  ) {
+    this.targets = parsePostgresTargets(databaseUrl);
+    // One host and any server will do: no server to choose, so none is probed (no extra round trip);
+    // node-postgres's pool reconnects to it on its own.
+    if (!this.choosesServer) this.current = new ServerPools(this.targets.urls[0], poolSize, searchPoolSize);
+  }
+
+  private get choosesServer(): boolean {
+    return this.targets.urls.length > 1 || this.targets.targetSessionAttrs !== 'any';
+  }
+
+  private pools(): Promise<ServerPools> {
+    if (this.closed) return Promise.reject(new Error('the database is closed'));
+    return this.current ? Promise.resolve(this.current) : this.locate();
+  }
+
+  /** Looks for the server to use, the hosts in their order, for up to LOCATE_WAIT_MS (one search at a time). */
+  private locate(): Promise<ServerPools> {
+    this.locating ??= (async () => {
+      const giveUp = Date.now() + LOCATE_WAIT_MS;
+      let lastError: unknown;
+      for (;;) {
+        for (const url of this.targets.urls) {
+          lastError = undefined;
+          try {
+            if (await this.acceptsWrites(url)) {
+              this.current = new ServerPools(url, this.poolSize, this.searchPoolSize);
+              return this.current;
+            }
+          } catch (error) {
+            lastError = error;
+          }
+        }
+        if (Date.now() >= giveUp || this.closed) {
+          throw lastError === undefined
+            ? new DatabaseUnavailableError(
+                undefined,
+                `none of DATABASE_URL's ${this.targets.urls.length} hosts accepts writes (all are standbys)`,
+              )
+            : new DatabaseUnavailableError(lastError);
+        }
+        await new Promise((resolve) => setTimeout(resolve, LOCATE_RETRY_MS));
+      }
+    })().finally(() => {
+      this.locating = undefined;
+    });
+    return this.locating;
+  }
+
+  /** Connects to one host: true when it is what target_session_attrs asks for (for read-write: not a standby). */
+  private async acceptsWrites(url: string): Promise<boolean> {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: PROBE_TIMEOUT_MS });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      if (this.targets.targetSessionAttrs === 'any') return true;
+      const [row] = (await client.query('SELECT pg_is_in_recovery() AS standby')).rows as { standby: boolean }[];
+      return row.standby === false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  /** The connection to `pools`' server is gone: the next operation looks for a server again. */
+  private lost(pools: ServerPools): void {
+    if (!this.choosesServer || this.current !== pools) return;
+    this.current = undefined;
+    void pools.end().catch(() => undefined);
+  }
+
+  /**
+   * Runs `operation` on the server in use. A lost connection is a DatabaseUnavailableError, except that
+   * an operation that changes nothing (`rerunnable`) is run once more on the server found next.
+   */
+  private async run<T>(rerunnable: boolean, operation: (pools: ServerPools) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const pools = await this.pools();
+      try {
+        return await operation(pools);
+      } catch (error) {
+        if (!isConnectionLost(error)) throw error;
+        this.lost(pools);
+        if (!rerunnable || attempt >= 2) throw new DatabaseUnavailableError(error);
+      }
+    }
+  }
+
+  /** Connections of each pool (for metrics): the main one, and the search one once it exists. */
+  poolStats(): { pool: 'main' | 'search'; total: number; idle: number; waiting: number }[] {
+    return this.current?.stats() ?? [];
   }
 
   async warmUp(): Promise<void> {
@@ -118,11 +265,20 @@ export class PostgresDatabase implements SqlDatabase {
    * budget); within that, this process cancels it (pg_cancel_backend from another connection) once the
    * search's own deadline passes or its client goes away, so nothing runs on after the answer.
    */
-  async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
+  boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
+    return this.run(true, (pools) => this.boundedQueryOn(pools, sql, params, budget));
+  }
+
+  private async boundedQueryOn<T>(
+    pools: ServerPools,
+    sql: string,
+    params: readonly SqlValue[],
+    budget: ReadBudget,
+  ): Promise<T[]> {
     budgetLeft(budget);
     let client: pg.PoolClient;
     try {
-      client = await this.searches(budget.limitMs).connect();
+      client = await pools.searches(budget.limitMs).connect();
     } catch (error) {
       // Waiting for a connection past the deadline is the budget's error, not the pool's.
       budgetLeft(budget);
@@ -132,12 +288,13 @@ export class PostgresDatabase implements SqlDatabase {
     const cancel = (reason: 'deadline' | 'aborted') => {
       if (cancelled) return;
       cancelled = reason;
-      void this.pool
+      void pools.main
         .query('SELECT pg_cancel_backend($1)', [(client as unknown as { processID: number }).processID])
         .catch(() => undefined);
     };
     const onAbort = () => cancel('aborted');
     let timer: NodeJS.Timeout | undefined;
+    let broken = false;
     try {
       timer = setTimeout(() => cancel('deadline'), budgetLeft(budget));
       budget.signal?.addEventListener('abort', onAbort, { once: true });
@@ -146,25 +303,32 @@ export class PostgresDatabase implements SqlDatabase {
       if ((error as { code?: string }).code === PG_QUERY_CANCELED) {
         throw new BudgetExceededError(budget.limitMs, cancelled ?? 'deadline');
       }
+      broken = isConnectionLost(error);
       throw error;
     } finally {
       clearTimeout(timer);
       budget.signal?.removeEventListener('abort', onAbort);
       // A cancel may still be on its way to this backend: never hand the connection to another search.
-      client.release(cancelled !== undefined);
+      client.release(cancelled !== undefined || broken);
     }
   }
 
+  /** A read (SELECT) is run again after a lost connection; anything else might have been done already. */
   query<T = Row>(sql: string, params?: readonly SqlValue[]): Promise<T[]> {
-    return this.executor.query<T>(sql, params);
+    const reads = /^\s*SELECT\b/i.test(
+      sql.startsWith(postgresDialect.adhocStatement) ? sql.slice(postgresDialect.adhocStatement.length) : sql,
+    );
+    return this.run(reads, (pools) => new ClientExecutor(pools.main).query<T>(sql, params));
   }
 
   execute(sql: string, params?: readonly SqlValue[]): Promise<number> {
-    return this.executor.execute(sql, params);
+    return this.run(false, (pools) => new ClientExecutor(pools.main).execute(sql, params));
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    // Not getting a connection sent nothing: that much may be tried again on the server found next.
+    const { pools, client } = await this.run(true, async (p) => ({ pools: p, client: await p.main.connect() }));
+    let broken = false;
     try {
       await client.query('BEGIN');
       try {
@@ -176,21 +340,31 @@ export class PostgresDatabase implements SqlDatabase {
         if (error instanceof Error && 'code' in error) translateErrors(error);
         throw error;
       }
+    } catch (error) {
+      if (!isConnectionLost(error)) throw error;
+      broken = true;
+      this.lost(pools);
+      throw new DatabaseUnavailableError(error);
     } finally {
-      client.release();
+      client.release(broken);
     }
   }
 
-  async executeScript(sql: string): Promise<void> {
-    await this.pool.query(sql);
+  executeScript(sql: string): Promise<void> {
+    return this.run(false, async (pools) => {
+      await pools.main.query(sql);
+    });
   }
 
-  async ping(): Promise<void> {
-    await this.pool.query('SELECT 1');
+  ping(): Promise<void> {
+    return this.run(true, async (pools) => {
+      await pools.main.query('SELECT 1');
+    });
   }
 
   async close(): Promise<void> {
-    await this.searchPool?.end();
-    await this.pool.end();
+    this.closed = true;
+    await this.locating?.catch(() => undefined);
+    await this.current?.end();
   }
 }

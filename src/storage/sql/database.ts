@@ -64,6 +64,17 @@ export interface SqlDatabase extends SqlExecutor {
   close(): Promise<void>;
 }
 
+/**
+ * The database could not be reached, or the connection was lost mid-request (a restart, a failover):
+ * the transaction was rolled back (unless the connection died while its COMMIT was on the way, which
+ * no client of any database can tell), and the request may be retried shortly (503 with Retry-After).
+ */
+export class DatabaseUnavailableError extends Error {
+  constructor(cause?: unknown, message = 'the database is unavailable') {
+    super(message, { cause });
+  }
+}
+
 /** Thrown when a statement breaks a unique constraint, whatever the backend. */
 export class UniqueViolationError extends Error {
   constructor(cause: unknown) {

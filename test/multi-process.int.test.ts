@@ -1,0 +1,193 @@
+// Several server processes as one service (CONTRACT.md "processes"): `serve --workers N` on one port,
+// and separate processes (hosts) on one database behind a front. The end-to-end suites also run
+// against two processes as the `processes` vitest project (vitest.config.ts).
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountStore } from '../src/auth/accounts.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { postgresTestDatabase, sqliteTestDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { startProcessPair } from './support/process-pair.js';
+import { startServerProcess } from './support/server-process.js';
+import type { ServerProcess } from './support/server-process.js';
+
+const PUBLIC_URL = 'http://fhir.test:8080';
+
+/** One request on a connection of its own (no keep-alive), so that the cluster may hand it to any worker. */
+function request(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method: options.method ?? 'GET', headers: { connection: 'close', ...options.headers }, agent: false },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      },
+    );
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+async function tokenFor(url: string, username: string, password: string): Promise<string> {
+  const res = await request(`${url}/v1/ambient/api/auth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ username, password }).toString(),
+  });
+  expect(res.status).toBe(200);
+  return (JSON.parse(res.body) as { access_token: string }).access_token;
+}
+
+/** The process ids in the access lines of a server's output, one per request answered. */
+function answeringPids(output: string): number[] {
+  return output
+    .split('\n')
+    .filter((line) => line.includes('"event":"access"') && line.includes('"path":"/fhir/Patient"'))
+    .map((line) => (JSON.parse(line) as { pid: number }).pid);
+}
+
+describe('serve --workers', () => {
+  it('refuses more than one process on SQLite, naming why', async () => {
+    const database = sqliteTestDatabase();
+    const server = startServerProcess({ DATABASE_URL: database.url }, ['--workers', '2']);
+    await expect(server).rejects.toThrow(/--workers 2 \(or AMBIENT_WORKERS\) needs PostgreSQL/);
+    await database.dispose();
+  });
+
+  it('refuses a malformed --workers value as a usage error', async () => {
+    const database = sqliteTestDatabase();
+    await expect(startServerProcess({ DATABASE_URL: database.url }, ['--workers', 'two'])).rejects.toThrow(
+      /--workers takes a number of processes from 1 to 64, got "two"/,
+    );
+    await database.dispose();
+  });
+
+  describe('on PostgreSQL', () => {
+    let database: TestDatabase;
+    let server: ServerProcess;
+    let admin: SqlDatabase;
+    let accounts: AccountStore;
+
+    beforeAll(async () => {
+      database = await postgresTestDatabase();
+      server = await startServerProcess({ DATABASE_URL: database.url, AMBIENT_PUBLIC_URL: PUBLIC_URL }, [
+        '--workers',
+        '2',
+      ]);
+      admin = openDatabase(database.url);
+      accounts = new AccountStore(admin);
+    });
+    afterAll(async () => {
+      if (server && server.child.exitCode === null) server.child.kill('SIGKILL');
+      await admin?.close();
+      await database?.dispose();
+    });
+
+    it('answers on one port from two processes, which share tokens and one rate limit', async () => {
+      const username = `worker-${randomUUID()}`;
+      await accounts.create({ username, password: 'pw-workers-1', scopes: ['system/*.cruds'], rateLimit: 12 });
+      const token = await tokenFor(server.url, username, 'pw-workers-1');
+      const statuses: number[] = [];
+      for (let i = 0; i < 16; i++) {
+        const res = await request(`${server.url}/fhir/Patient?_count=1`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        statuses.push(res.status);
+      }
+      // Counted together: exactly 12 pass, wherever they landed, then 429 (each process alone would grant 12).
+      expect(statuses).toEqual([...Array(12).fill(200), ...Array(4).fill(429)]);
+      const pids = new Set(answeringPids(server.output()));
+      expect(pids.size).toBe(2);
+      expect(pids.has(server.child.pid!)).toBe(false);
+    });
+
+    it('replaces a process that dies, and stops every process on SIGTERM with exit 0', async () => {
+      const username = `worker-${randomUUID()}`;
+      await accounts.create({ username, password: 'pw-workers-2', scopes: ['system/*.cruds'] });
+      const token = await tokenFor(server.url, username, 'pw-workers-2');
+      const before = new Set(answeringPids(server.output()));
+      const victim = [...before][0];
+      process.kill(victim, 'SIGKILL');
+      await expect
+        .poll(() => /"worker":3,"worker_pid":\d+,"msg":"server process listening"/.test(server.output()), {
+          timeout: 20_000,
+        })
+        .toBe(true);
+      for (let i = 0; i < 6; i++) {
+        const res = await request(`${server.url}/fhir/Patient?_count=1`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        expect(res.status).toBe(200);
+      }
+      const after = answeringPids(server.output()).slice(-6);
+      expect(after).not.toContain(victim);
+      expect(new Set(after).size).toBe(2);
+
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      expect(server.output()).toMatch(/"reason":"SIGTERM","msg":"stopping the server processes"/);
+    });
+  });
+});
+
+describe('two processes on one database behind a front', () => {
+  let database: TestDatabase;
+  let admin: SqlDatabase;
+
+  beforeAll(async () => {
+    database = await postgresTestDatabase();
+    admin = openDatabase(database.url);
+  });
+  afterAll(async () => {
+    await admin?.close();
+    await database?.dispose();
+  });
+
+  it('serves one client alternately from both: a token and a next link from one work on the other', async () => {
+    const pair = await startProcessPair({ DATABASE_URL: database.url, AMBIENT_PUBLIC_URL: PUBLIC_URL });
+    try {
+      const username = `pair-${randomUUID()}`;
+      await new AccountStore(admin).create({ username, password: 'pw-pair-long', scopes: ['system/*.cruds'] });
+      const login = await pair.inject({
+        method: 'POST',
+        url: '/v1/ambient/api/auth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ username, password: 'pw-pair-long' }).toString(),
+      });
+      const headers = { authorization: `Bearer ${login.json().access_token as string}` };
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const created = await pair.inject({
+          method: 'POST',
+          url: '/fhir/Patient',
+          headers: { ...headers, 'content-type': 'application/fhir+json' },
+          payload: { resourceType: 'Patient', name: [{ family: `Pair${i}` }] },
+        });
+        expect(created.statusCode).toBe(201);
+        ids.push(created.json().id as string);
+      }
+      const seen: string[] = [];
+      let url: string | undefined = '/fhir/Patient?_count=2&_sort=_id';
+      while (url) {
+        const page = await pair.inject({ url, headers });
+        expect(page.statusCode).toBe(200);
+        const bundle = page.json();
+        seen.push(...(bundle.entry ?? []).map((e: { resource: { id: string } }) => e.resource.id));
+        const next = (bundle.link as { relation: string; url: string }[]).find((l) => l.relation === 'next');
+        url = next?.url.replace(PUBLIC_URL, '');
+      }
+      expect(seen).toEqual([...ids].sort());
+      expect(pair.served[0]).toBeGreaterThan(3);
+      expect(Math.abs(pair.served[0] - pair.served[1])).toBeLessThanOrEqual(1);
+    } finally {
+      await pair.close();
+    }
+  });
+});

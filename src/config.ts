@@ -47,6 +47,11 @@ export interface Config {
    * more than one needs PostgreSQL.
    */
   readonly workers: number;
+  /**
+   * AMBIENT_POSTGRES_POOLER=transaction: PostgreSQL is reached through a pooler in transaction mode
+   * (PgBouncer's pool_mode=transaction), so nothing may outlive a transaction on a connection.
+   */
+  readonly postgresPooler: 'none' | 'transaction';
   readonly referentialIntegrity: boolean;
   /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
@@ -342,6 +347,7 @@ function readConfig(environment: Env, options: ConfigOptions) {
     searchTimeoutMs: integer('AMBIENT_SEARCH_TIMEOUT_MS', 10_000, 1, 3_600_000),
     searchWorkers: integer('AMBIENT_SEARCH_WORKERS', 2, 0, 64),
     workers: integer('AMBIENT_WORKERS', 1, 1, 64),
+    postgresPooler: postgresPooler(env.AMBIENT_POSTGRES_POOLER, problems),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
     sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
     metricsPort,
@@ -356,6 +362,13 @@ function readConfig(environment: Env, options: ConfigOptions) {
     }),
   };
   return { config, problems, known, publicUrlNote };
+}
+
+function postgresPooler(raw: string | undefined, problems: string[]): 'none' | 'transaction' {
+  const value = (raw ?? 'none').trim().toLowerCase() || 'none';
+  if (value === 'none' || value === 'transaction') return value;
+  problems.push(`AMBIENT_POSTGRES_POOLER must be none or transaction, got "${raw}"`);
+  return 'none';
 }
 
 function sqliteSynchronous(raw: string | undefined, problems: string[]): 'full' | 'normal' {

@@ -22,7 +22,7 @@ export function loadCliConfig(io: Pick<CliIo, 'env' | 'stderr'>, options: Config
 /** Opens and migrates the database DATABASE_URL names; a failure names DATABASE_URL (without its password). */
 export async function openCliDatabase(
   config: Config,
-  options: Parameters<typeof openDatabase>[1] = {},
+  options: Parameters<typeof openDatabase>[1] = config,
 ): Promise<SqlDatabase> {
   let db: SqlDatabase | undefined;
   try {

@@ -5,8 +5,14 @@ import { SqliteDatabase } from './sqlite/sqlite-database.js';
 /** Opens the database DATABASE_URL names (CONTRACT.md: sqlite:<path>, sqlite::memory:, postgres://...). */
 export function openDatabase(
   databaseUrl: string,
-  options: { sqliteSynchronous?: 'full' | 'normal'; searchWorkers?: number } = {},
+  options: {
+    sqliteSynchronous?: 'full' | 'normal';
+    searchWorkers?: number;
+    postgresPooler?: 'none' | 'transaction';
+  } = {},
 ): SqlDatabase {
-  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return new PostgresDatabase(databaseUrl);
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    return new PostgresDatabase(databaseUrl, { transactionPooling: options.postgresPooler === 'transaction' });
+  }
   return new SqliteDatabase(databaseUrl, options.sqliteSynchronous ?? 'full', undefined, options.searchWorkers ?? 2);
 }

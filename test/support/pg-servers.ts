@@ -4,7 +4,17 @@
 // replication and failover suites skip, saying why, where those programs are missing. PostgreSQL
 // refuses to run as root: as root, the programs run as the `postgres` user.
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -175,4 +185,69 @@ export function removeServers(servers: readonly (PgServer | undefined)[]): void 
     }
     rmSync(join(s.dir, '..'), { recursive: true, force: true });
   }
+}
+
+export interface Pooler {
+  readonly port: number;
+  stop(): void;
+}
+
+/** Whether PgBouncer (Debian's package `pgbouncer`) is installed, or why the pooler suite cannot run. */
+export function pgbouncerUnavailable(): string | undefined {
+  if (!existsSync('/usr/sbin/pgbouncer')) return 'no /usr/sbin/pgbouncer (Debian package pgbouncer)';
+  return postgresServersUnavailable();
+}
+
+/**
+ * PgBouncer in transaction pooling mode in front of one database of a PostgreSQL server, with few server
+ * connections (`serverConnections`) so that consecutive transactions of one client land on different
+ * server connections. It refuses to run as root: as root it runs as the `postgres` user.
+ */
+export async function startPgbouncer(target: URL, database: string, serverConnections = 2): Promise<Pooler> {
+  const port = await freePort();
+  const dir = join(newDir(), '..');
+  const user = decodeURIComponent(target.username || 'postgres');
+  writeFileSync(join(dir, 'userlist.txt'), `"${user}" ""\n`);
+  writeFileSync(
+    join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      `${database} = host=${target.hostname} port=${target.port || 5432} dbname=${database} user=${user}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = trust',
+      `auth_file = ${join(dir, 'userlist.txt')}`,
+      'pool_mode = transaction',
+      `default_pool_size = ${serverConnections}`,
+      'max_client_conn = 500',
+      `logfile = ${join(dir, 'pgbouncer.log')}`,
+      `pidfile = ${join(dir, 'pgbouncer.pid')}`,
+      '',
+    ].join('\n'),
+  );
+  const asPostgres = process.getuid?.() === 0;
+  if (asPostgres) execFileSync('chown', ['-R', 'postgres:postgres', dir]);
+  const args = ['-d', join(dir, 'pgbouncer.ini')];
+  execFileSync(
+    asPostgres ? 'runuser' : '/usr/sbin/pgbouncer',
+    asPostgres ? ['-u', 'postgres', '--', '/usr/sbin/pgbouncer', ...args] : args,
+    {
+      stdio: 'pipe',
+      timeout: 30_000,
+    },
+  );
+  return {
+    port,
+    stop() {
+      try {
+        const pid = Number(readFileSync(join(dir, 'pgbouncer.pid'), 'utf8').trim());
+        process.kill(pid, 'SIGINT');
+      } catch {
+        // Already gone.
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

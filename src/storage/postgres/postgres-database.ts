@@ -34,20 +34,28 @@ function translateErrors(error: unknown): never {
  * generic plan after five runs, which made a token search 20x slower here), and they do not pile up as
  * prepared statements on every connection.
  */
-function statementName(sql: string): string | undefined {
-  if (sql.startsWith(postgresDialect.adhocStatement)) return undefined;
+function statementName(sql: string, named: boolean): string | undefined {
+  if (!named || sql.startsWith(postgresDialect.adhocStatement)) return undefined;
   return 'q' + createHash('sha1').update(sql).digest('base64url').slice(0, 20);
 }
 
 class ClientExecutor implements SqlExecutor {
   readonly dialect = postgresDialect;
 
-  constructor(private readonly client: pg.Pool | pg.PoolClient) {}
+  constructor(
+    private readonly client: pg.Pool | pg.PoolClient,
+    /** False behind a transaction pooler, where the next statement may reach another server connection. */
+    private readonly named = true,
+  ) {}
 
   async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
     const text = postgresDialect.placeholders(sql);
     try {
-      const result = await this.client.query({ name: statementName(text), text, values: params as unknown[] });
+      const result = await this.client.query({
+        name: statementName(text, this.named),
+        text,
+        values: params as unknown[],
+      });
       return result.rows as T[];
     } catch (error) {
       translateErrors(error);
@@ -57,7 +65,11 @@ class ClientExecutor implements SqlExecutor {
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
     const text = postgresDialect.placeholders(sql);
     try {
-      const result = await this.client.query({ name: statementName(text), text, values: params as unknown[] });
+      const result = await this.client.query({
+        name: statementName(text, this.named),
+        text,
+        values: params as unknown[],
+      });
       return result.rowCount ?? 0;
     } catch (error) {
       translateErrors(error);
@@ -95,6 +107,8 @@ class ServerPools {
     readonly url: string,
     private readonly poolSize: number,
     private readonly searchPoolSize: number,
+    /** Behind a transaction pooler (PgBouncer): nothing may outlive a transaction on a connection. */
+    readonly transactionPooling: boolean,
   ) {
     this.main = new pg.Pool({ connectionString: url, max: poolSize, types });
     // A client losing its connection must not crash the process: idle, the pool replaces it; checked out
@@ -122,7 +136,11 @@ class ServerPools {
     // Queued before the first statement the connection runs, so no search ever runs without it.
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
-      void client.query(`SET statement_timeout = ${Math.ceil(limitMs)}`).catch(() => undefined);
+      // Behind a transaction pooler a session setting would land on whichever server connection the
+      // pooler picks: the search sets it for its own transaction instead (boundedQueryOn).
+      if (!this.transactionPooling) {
+        void client.query(`SET statement_timeout = ${Math.ceil(limitMs)}`).catch(() => undefined);
+      }
     });
     this.searchPool = pool;
     return pool;
@@ -162,13 +180,22 @@ export class PostgresDatabase implements SqlDatabase {
 
   constructor(
     databaseUrl: string,
-    private readonly poolSize = 10,
-    private readonly searchPoolSize = poolSize,
+    private readonly options: { poolSize?: number; searchPoolSize?: number; transactionPooling?: boolean } = {},
   ) {
     this.targets = parsePostgresTargets(databaseUrl);
     // One host and any server will do: no server to choose, so none is probed (no extra round trip);
     // node-postgres's pool reconnects to it on its own.
-    if (!this.choosesServer) this.current = new ServerPools(this.targets.urls[0], poolSize, searchPoolSize);
+    if (!this.choosesServer) this.current = this.poolsFor(this.targets.urls[0]);
+  }
+
+  private poolsFor(url: string): ServerPools {
+    const poolSize = this.options.poolSize ?? 10;
+    return new ServerPools(url, poolSize, this.options.searchPoolSize ?? poolSize, this.transactionPooling);
+  }
+
+  /** AMBIENT_POSTGRES_POOLER=transaction: no named statements, no session settings. */
+  private get transactionPooling(): boolean {
+    return this.options.transactionPooling ?? false;
   }
 
   private get choosesServer(): boolean {
@@ -190,7 +217,7 @@ export class PostgresDatabase implements SqlDatabase {
           lastError = undefined;
           try {
             if (await this.acceptsWrites(url)) {
-              this.current = new ServerPools(url, this.poolSize, this.searchPoolSize);
+              this.current = this.poolsFor(url);
               return this.current;
             }
           } catch (error) {
@@ -285,21 +312,34 @@ export class PostgresDatabase implements SqlDatabase {
       throw error;
     }
     let cancelled: 'deadline' | 'aborted' | undefined;
+    let broken = false;
+    // The server process to cancel: the connection's own, or behind a pooler the one serving this
+    // transaction (the pooler hands out a key of its own), read when the transaction starts.
+    let backend = (client as unknown as { processID: number }).processID;
     const cancel = (reason: 'deadline' | 'aborted') => {
       if (cancelled) return;
       cancelled = reason;
-      void pools.main
-        .query('SELECT pg_cancel_backend($1)', [(client as unknown as { processID: number }).processID])
-        .catch(() => undefined);
+      void pools.main.query('SELECT pg_cancel_backend($1)', [backend]).catch(() => undefined);
     };
     const onAbort = () => cancel('aborted');
     let timer: NodeJS.Timeout | undefined;
-    let broken = false;
+    let inTransaction = false;
     try {
+      if (pools.transactionPooling) {
+        // One round trip: the transaction, its own statement_timeout (SET LOCAL), and its server process.
+        const started = (await client.query(
+          `BEGIN READ ONLY; SELECT pg_backend_pid() AS pid, set_config('statement_timeout', '${Math.ceil(budgetLeft(budget))}', true)`,
+        )) as unknown as pg.QueryResult[];
+        inTransaction = true;
+        backend = (started[1].rows[0] as { pid: number }).pid;
+      }
       timer = setTimeout(() => cancel('deadline'), budgetLeft(budget));
       budget.signal?.addEventListener('abort', onAbort, { once: true });
-      return await new ClientExecutor(client).query<T>(sql, params);
+      const rows = await new ClientExecutor(client, !pools.transactionPooling).query<T>(sql, params);
+      if (inTransaction) await client.query('COMMIT');
+      return rows;
     } catch (error) {
+      if (inTransaction) await client.query('ROLLBACK').catch(() => undefined);
       if ((error as { code?: string }).code === PG_QUERY_CANCELED) {
         throw new BudgetExceededError(budget.limitMs, cancelled ?? 'deadline');
       }
@@ -318,11 +358,11 @@ export class PostgresDatabase implements SqlDatabase {
     const reads = /^\s*SELECT\b/i.test(
       sql.startsWith(postgresDialect.adhocStatement) ? sql.slice(postgresDialect.adhocStatement.length) : sql,
     );
-    return this.run(reads, (pools) => new ClientExecutor(pools.main).query<T>(sql, params));
+    return this.run(reads, (pools) => new ClientExecutor(pools.main, !this.transactionPooling).query<T>(sql, params));
   }
 
   execute(sql: string, params?: readonly SqlValue[]): Promise<number> {
-    return this.run(false, (pools) => new ClientExecutor(pools.main).execute(sql, params));
+    return this.run(false, (pools) => new ClientExecutor(pools.main, !this.transactionPooling).execute(sql, params));
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -332,7 +372,7 @@ export class PostgresDatabase implements SqlDatabase {
     try {
       await client.query('BEGIN');
       try {
-        const result = await fn(new ClientExecutor(client));
+        const result = await fn(new ClientExecutor(client, !this.transactionPooling));
         await client.query('COMMIT');
         return result;
       } catch (error) {

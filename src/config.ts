@@ -52,6 +52,10 @@ export interface Config {
    * (PgBouncer's pool_mode=transaction), so nothing may outlive a transaction on a connection.
    */
   readonly postgresPooler: 'none' | 'transaction';
+  /** DATABASE_READ_URLS: PostgreSQL streaming replicas that searches read from (read-your-writes kept). */
+  readonly databaseReadUrls: readonly string[];
+  /** AMBIENT_REPLICA_MAX_LAG_MS: a replica further behind the primary than this is not read from. */
+  readonly replicaMaxLagMs: number;
   readonly referentialIntegrity: boolean;
   /** full: every commit's WAL is fsynced before it is acknowledged (survives power loss); normal: survives process crashes. */
   readonly sqliteSynchronous: 'full' | 'normal';
@@ -311,6 +315,21 @@ function readConfig(environment: Env, options: ConfigOptions) {
     );
   }
 
+  const databaseReadUrls = (env.DATABASE_READ_URLS ?? '')
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+  if (databaseReadUrls.length > 0 && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push(
+      'DATABASE_READ_URLS needs DATABASE_URL to be PostgreSQL (replicas are PostgreSQL streaming replicas)',
+    );
+  }
+  for (const url of databaseReadUrls) {
+    if (!/^postgres(ql)?:\/\/[^,]+$/.test(url)) {
+      problems.push(`DATABASE_READ_URLS must list postgres:// URLs separated by commas, got "${redactUrl(url)}"`);
+    }
+  }
+
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
@@ -348,6 +367,8 @@ function readConfig(environment: Env, options: ConfigOptions) {
     searchWorkers: integer('AMBIENT_SEARCH_WORKERS', 2, 0, 64),
     workers: integer('AMBIENT_WORKERS', 1, 1, 64),
     postgresPooler: postgresPooler(env.AMBIENT_POSTGRES_POOLER, problems),
+    databaseReadUrls: Object.freeze(databaseReadUrls),
+    replicaMaxLagMs: integer('AMBIENT_REPLICA_MAX_LAG_MS', 5000, 0, 3_600_000),
     referentialIntegrity: flag('AMBIENT_REFERENTIAL_INTEGRITY'),
     sqliteSynchronous: sqliteSynchronous(env.AMBIENT_SQLITE_SYNCHRONOUS, problems),
     metricsPort,

@@ -1,5 +1,6 @@
 // Start-up failures as one line an operator can act on: which setting, which value (never a password),
 // what went wrong. The commands throw StartupError with these lines; cli/main.ts prints them.
+import { DatabaseUnavailableError } from '../storage/sql/database.js';
 import { redactUrl } from '../config.js';
 import { StartupError } from './command.js';
 
@@ -78,12 +79,18 @@ export function isDatabaseAccessError(error: unknown): boolean {
 }
 
 /** The database named by DATABASE_URL could not be opened, reached or migrated. */
-export function databaseFailure(databaseUrl: string, error: unknown): StartupError {
-  const verb = !isDatabaseAccessError(error)
-    ? 'prepare (migrate)'
-    : /^postgres/.test(databaseUrl)
-      ? 'connect to'
-      : 'open';
+export function databaseFailure(databaseUrl: string, failure: unknown): StartupError {
+  // A lost or unreachable PostgreSQL comes wrapped (storage/sql/database.ts): the reason is its cause,
+  // or, with none (every host answered, none accepts writes), its own message.
+  const unavailable = failure instanceof DatabaseUnavailableError;
+  const error = unavailable && failure.cause !== undefined ? failure.cause : failure;
+  const verb = unavailable
+    ? 'connect to'
+    : !isDatabaseAccessError(error)
+      ? 'prepare (migrate)'
+      : /^postgres/.test(databaseUrl)
+        ? 'connect to'
+        : 'open';
   return new StartupError(
     `cannot ${verb} the database named by DATABASE_URL (${redactUrl(databaseUrl)}): ${reason(error)}`,
   );

@@ -102,12 +102,9 @@ function assemblyFailure(config: Config, error: unknown): StartupError {
   }
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^ERR_OSSL|^ERR_SSL/.test(code)) return tlsFailure(error);
-  if (error instanceof DatabaseUnavailableError) {
-    return error.cause === undefined
-      ? new StartupError(`cannot start: ${error.message}`)
-      : databaseFailure(config.databaseUrl, error.cause);
+  if (error instanceof DatabaseUnavailableError || isDatabaseAccessError(error)) {
+    return databaseFailure(config.databaseUrl, error);
   }
-  if (isDatabaseAccessError(error)) return databaseFailure(config.databaseUrl, error);
   return new StartupError(`cannot start: ${oneLine(error)}`);
 }
 

@@ -5,6 +5,7 @@ import type { SearchEngineOptions } from '../search/engine.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { LinkWriter } from '../storage/link-writer.js';
 import { SqlResourceStore } from '../storage/sql-resource-store.js';
+import { WritePositions } from '../storage/write-positions.js';
 import { validateResource } from '../validation/validate.js';
 import type { FhirServices } from './services.js';
 
@@ -28,5 +29,7 @@ export function createFhirServices(
     types: definitions,
     validate: (resource) => validateResource(resource, definitions),
     baseUrl: `${config.publicUrl}/fhir`,
+    writePositions:
+      config.databaseReadUrls.length > 0 && db.dialect.writePosition !== undefined ? new WritePositions(db) : undefined,
   };
 }

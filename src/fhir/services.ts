@@ -2,6 +2,7 @@ import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
+import type { WritePositions } from '../storage/write-positions.js';
 import type { FhirResponse } from './response.js';
 import type { ValidationIssue } from '../validation/validate.js';
 
@@ -74,6 +75,8 @@ export interface FhirServices {
   readonly search: SearchEngine;
   /** `${AMBIENT_PUBLIC_URL}/fhir`, the base of every absolute link. */
   readonly baseUrl: string;
+  /** Each account's last write position, kept only when searches may read from replicas (DATABASE_READ_URLS). */
+  readonly writePositions?: WritePositions;
 }
 
 /** One request as the FHIR layer sees it: who asks, through which services. */

@@ -98,11 +98,31 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     // before it was written means the client went away: its searches are stopped, not left running.
     const stop = new AbortController();
     const limitMs = services.config.searchTimeoutMs;
-    request.readBudget = { deadline: performance.now() + limitMs, limitMs, signal: stop.signal };
+    // With replicas, a search reads from one only once it has replayed this account's last write.
+    const positions = services.writePositions;
+    const accountId = request.principal.accountId;
+    let lastWrite: Promise<string | undefined> | undefined;
+    request.readBudget = {
+      deadline: performance.now() + limitMs,
+      limitMs,
+      signal: stop.signal,
+      readAfter: positions ? () => (lastWrite ??= positions.of(accountId)) : undefined,
+    };
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) stop.abort();
     });
   });
+
+  // After a write succeeded (its transaction committed), before the client hears of it: where the
+  // account's writes stand, for the read-your-writes check above, from any server process.
+  if (services.writePositions) {
+    const positions = services.writePositions;
+    app.addHook('onSend', async (request, reply, payload) => {
+      const reads = request.method === 'GET' || request.method === 'HEAD' || request.url.includes('/_search');
+      if (request.principal && !reads && reply.statusCode < 400) await positions.record(request.principal.accountId);
+      return payload;
+    });
+  }
 
   app.get('/fhir/metadata', async (request, reply) =>
     reply.type(FHIR_JSON).send(capabilityStatement(services, options.version)),

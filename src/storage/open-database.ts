@@ -9,10 +9,16 @@ export function openDatabase(
     sqliteSynchronous?: 'full' | 'normal';
     searchWorkers?: number;
     postgresPooler?: 'none' | 'transaction';
+    databaseReadUrls?: readonly string[];
+    replicaMaxLagMs?: number;
   } = {},
 ): SqlDatabase {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    return new PostgresDatabase(databaseUrl, { transactionPooling: options.postgresPooler === 'transaction' });
+    return new PostgresDatabase(databaseUrl, {
+      transactionPooling: options.postgresPooler === 'transaction',
+      readUrls: options.databaseReadUrls,
+      replicaMaxLagMs: options.replicaMaxLagMs,
+    });
   }
   return new SqliteDatabase(databaseUrl, options.sqliteSynchronous ?? 'full', undefined, options.searchWorkers ?? 2);
 }

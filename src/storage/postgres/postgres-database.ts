@@ -9,6 +9,7 @@ import {
 } from '../sql/database.js';
 import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { PG_QUERY_CANCELED, postgresDialect } from '../sql/dialect.js';
+import { ReplicaSet } from './replicas.js';
 import { parsePostgresTargets } from './targets.js';
 import type { PostgresTargets } from './targets.js';
 
@@ -177,12 +178,40 @@ export class PostgresDatabase implements SqlDatabase {
   private current: ServerPools | undefined;
   private locating: Promise<ServerPools> | undefined;
   private closed = false;
+  private readonly replicas: ReplicaSet | undefined;
+  private readonly replicaPoolsByUrl = new Map<string, ServerPools>();
 
   constructor(
     databaseUrl: string,
-    private readonly options: { poolSize?: number; searchPoolSize?: number; transactionPooling?: boolean } = {},
+    private readonly options: {
+      poolSize?: number;
+      searchPoolSize?: number;
+      transactionPooling?: boolean;
+      /** DATABASE_READ_URLS: streaming replicas that searches may read from. */
+      readUrls?: readonly string[];
+      /** A replica further behind the primary than this is not read from. */
+      replicaMaxLagMs?: number;
+    } = {},
   ) {
     this.targets = parsePostgresTargets(databaseUrl);
+    const readUrls = options.readUrls ?? [];
+    if (readUrls.length > 0) {
+      this.replicas = new ReplicaSet(
+        readUrls,
+        {
+          primaryPosition: async () =>
+            (await this.query<{ position: string }>('SELECT pg_current_wal_lsn()::text AS position'))[0].position,
+          replayedPosition: async (url) => {
+            const { rows } = await this.replicaPools(url).main.query(
+              'SELECT pg_last_wal_replay_lsn()::text AS position',
+            );
+            return (rows[0] as { position: string | null }).position ?? '';
+          },
+        },
+        options.replicaMaxLagMs ?? 5000,
+      );
+      this.replicas.start();
+    }
     // One host and any server will do: no server to choose, so none is probed (no extra round trip);
     // node-postgres's pool reconnects to it on its own.
     if (!this.choosesServer) this.current = this.poolsFor(this.targets.urls[0]);
@@ -196,6 +225,20 @@ export class PostgresDatabase implements SqlDatabase {
   /** AMBIENT_POSTGRES_POOLER=transaction: no named statements, no session settings. */
   private get transactionPooling(): boolean {
     return this.options.transactionPooling ?? false;
+  }
+
+  private replicaPools(url: string): ServerPools {
+    let pools = this.replicaPoolsByUrl.get(url);
+    if (!pools) {
+      pools = this.poolsFor(url);
+      this.replicaPoolsByUrl.set(url, pools);
+    }
+    return pools;
+  }
+
+  /** For metrics and tests: the replicas and how far behind each is. */
+  replicaStatus(): { url: string; healthy: boolean; lagMs: number }[] {
+    return this.replicas?.status() ?? [];
   }
 
   private get choosesServer(): boolean {
@@ -292,7 +335,19 @@ export class PostgresDatabase implements SqlDatabase {
    * budget); within that, this process cancels it (pg_cancel_backend from another connection) once the
    * search's own deadline passes or its client goes away, so nothing runs on after the answer.
    */
-  boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
+  async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
+    if (this.replicas) {
+      const replica = this.replicas.choose(budget.readAfter ? await budget.readAfter() : undefined);
+      if (replica !== undefined) {
+        try {
+          return await this.boundedQueryOn(this.replicaPools(replica), sql, params, budget);
+        } catch (error) {
+          if (!isConnectionLost(error)) throw error;
+          // The replica went away: the primary answers, and the replica waits for its next good poll.
+          this.replicas.failed(replica);
+        }
+      }
+    }
     return this.run(true, (pools) => this.boundedQueryOn(pools, sql, params, budget));
   }
 
@@ -404,6 +459,8 @@ export class PostgresDatabase implements SqlDatabase {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.replicas?.stop();
+    await Promise.all([...this.replicaPoolsByUrl.values()].map((p) => p.end().catch(() => undefined)));
     await this.locating?.catch(() => undefined);
     await this.current?.end();
   }

@@ -24,6 +24,11 @@ export interface ReadBudget {
   readonly deadline: number;
   readonly limitMs: number;
   readonly signal?: AbortSignal;
+  /**
+   * Where the reader's own last write stands (write-positions.ts), asked only when a replica could
+   * answer the read: a replica serves it only once it has replayed that far (read-your-writes).
+   */
+  readonly readAfter?: () => Promise<string | undefined>;
 }
 
 /** A bounded read stopped at its deadline, or because it was aborted; the statement no longer runs. */

@@ -39,6 +39,11 @@ export interface Dialect {
    */
   readonly adhocStatement: string;
   /**
+   * The expression for the database's write position now (PostgreSQL's WAL position as text), for
+   * read-your-writes on replicas (storage/write-positions.ts); undefined where there are no replicas.
+   */
+  readonly writePosition: string | undefined;
+  /**
    * Statements inserting rows into one or more tables, as few as the backend allows: on PostgreSQL
    * one statement for all of them (each table an `unnest` in a data-modifying WITH, so a write's index
    * rows cost one round trip whatever their count), on SQLite multi-row VALUES per table in chunks
@@ -133,6 +138,7 @@ export const sqliteDialect: Dialect = {
   forUpdate: '',
   placeholders: (sql) => sql,
   transactionLock: undefined,
+  writePosition: undefined,
   ilike: 'LIKE',
   binaryText: 'TEXT',
   double: 'REAL',
@@ -183,6 +189,7 @@ export const postgresDialect: Dialect = {
   bigint: 'BIGINT',
   forUpdate: ' FOR UPDATE',
   transactionLock: 'SELECT pg_advisory_xact_lock(hashtext(?))',
+  writePosition: 'pg_current_wal_lsn()::text',
   placeholders: (sql) => {
     let n = 0;
     return sql.replace(/\?/g, () => `$${++n}`);

@@ -1,0 +1,115 @@
+// Searches on a streaming replica (DATABASE_READ_URLS) with read-your-writes, for real: a primary and
+// an asynchronous standby started by the test. Pausing the standby's replay makes visible who answers:
+// an account that never wrote gets the replica's (older) view, the account that wrote sees its write,
+// a replica that lags too long or stops answering is skipped.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assembleApp } from '../src/assemble.js';
+import { AccountStore } from '../src/auth/accounts.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import { postgresServersUnavailable, removeServers, startPrimary, startStandby } from './support/pg-servers.js';
+import type { PgServer } from './support/pg-servers.js';
+
+const unavailable = postgresServersUnavailable();
+if (unavailable) console.warn(`replica suite skipped: ${unavailable}`);
+
+const MAX_LAG_MS = 2000;
+
+async function onServer(url: string, text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+describe.skipIf(unavailable)('searches on a streaming replica', () => {
+  let primary: PgServer;
+  let standby: PgServer;
+  let app: FastifyInstance;
+  let writer: Record<string, string>;
+  let reader: Record<string, string>;
+
+  async function tokenFor(accounts: AccountStore): Promise<Record<string, string>> {
+    const username = `replica-${randomUUID()}`;
+    await accounts.create({ username, password: 'pw-replica-1', scopes: ['system/*.cruds'] });
+    const login = await app.inject({
+      method: 'POST',
+      url: '/v1/ambient/api/auth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ username, password: 'pw-replica-1' }).toString(),
+    });
+    return { authorization: `Bearer ${login.json().access_token as string}` };
+  }
+
+  const families = async (headers: Record<string, string>, family: string): Promise<number> => {
+    const res = await app.inject({ url: `/fhir/Patient?family=${family}&_total=accurate`, headers });
+    expect(res.statusCode).toBe(200);
+    return res.json().total as number;
+  };
+  const create = async (family: string) => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: { ...writer, 'content-type': 'application/fhir+json' },
+      payload: { resourceType: 'Patient', name: [{ family }] },
+    });
+    expect(res.statusCode).toBe(201);
+  };
+
+  beforeAll(async () => {
+    primary = await startPrimary();
+    standby = await startStandby(primary);
+    app = await assembleApp(
+      loadConfig({
+        DATABASE_URL: primary.url,
+        DATABASE_READ_URLS: standby.url,
+        AMBIENT_REPLICA_MAX_LAG_MS: String(MAX_LAG_MS),
+        AMBIENT_PUBLIC_URL: 'http://fhir.test:8080',
+        LOG_LEVEL: 'silent',
+      }),
+    );
+    await app.ready();
+    const admin = openDatabase(primary.url);
+    const accounts = new AccountStore(admin);
+    writer = await tokenFor(accounts);
+    reader = await tokenFor(accounts);
+    await admin.close();
+  }, 120_000);
+  afterAll(async () => {
+    await app?.close();
+    removeServers([primary, standby]);
+  });
+
+  it('answers other accounts from the replica, and the writer with its own write', async () => {
+    await create('Before');
+    await expect.poll(() => families(reader, 'Before'), { timeout: 10_000 }).toBe(1);
+
+    await onServer(standby.url, 'SELECT pg_wal_replay_pause()');
+    await create('Paused');
+    // The writer's search needs its write: the paused replica has not replayed it, so the primary answers.
+    expect(await families(writer, 'Paused')).toBe(1);
+    // The reader never wrote: the replica answers, with what it has replayed (not the new Patient).
+    expect(await families(reader, 'Paused')).toBe(0);
+
+    // Once the replica lags more than allowed it is skipped for everyone.
+    await new Promise((resolve) => setTimeout(resolve, MAX_LAG_MS + 1000));
+    expect(await families(reader, 'Paused')).toBe(1);
+
+    await onServer(standby.url, 'SELECT pg_wal_replay_resume()');
+    await create('Resumed');
+    await expect.poll(() => families(reader, 'Resumed'), { timeout: 10_000 }).toBe(1);
+  }, 60_000);
+
+  it('skips a replica that stops answering', async () => {
+    standby.stop('immediate');
+    await create('AfterStop');
+    expect(await families(reader, 'AfterStop')).toBe(1);
+    expect(await families(reader, 'Before')).toBe(1);
+  });
+});

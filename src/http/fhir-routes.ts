@@ -15,6 +15,8 @@ import { historyInteraction } from '../fhir/interactions/history.js';
 import { patchInteraction } from '../fhir/interactions/patch.js';
 import type { PatchFormat } from '../fhir/interactions/patch.js';
 import { readInteraction } from '../fhir/interactions/read.js';
+import { compartmentSearchInteraction } from '../fhir/interactions/compartment-search.js';
+import { everythingInteraction } from '../fhir/interactions/everything.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
 import { updateInteraction } from '../fhir/interactions/update.js';
 import { validateInteraction } from '../fhir/interactions/validate.js';
@@ -291,6 +293,29 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     ),
   );
 
+  app.get<{ Params: Params }>('/fhir/:type/:id/$everything', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await everythingInteraction(fhirRequest(request), request.params.id, searchParams(request)),
+    ),
+  );
+
+  app.get<{ Params: { type: string; id: string; member: string } }>('/fhir/:type/:id/:member', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await compartmentSearchInteraction(
+        fhirRequest(request),
+        request.params.type,
+        request.params.id,
+        request.params.member,
+        searchParams(request),
+        searchOptions(request),
+      ),
+    ),
+  );
+
   app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
     sendFhir(
       request,
@@ -365,5 +390,6 @@ export function unsupportedOperation(path: string, isResourceType: (name: string
   if (at === 0) return operationNotSupported(operation, 'at the system level');
   if (!isResourceType(segments[0])) return undefined;
   if (operation === '$validate' && (at === 1 || at === 2) && segments.length === at + 1) return undefined;
+  if (operation === '$everything' && segments[0] === 'Patient' && at === 2 && segments.length === 3) return undefined;
   return operationNotSupported(operation, `on ${at === 1 ? segments[0] : `${segments[0]}/${segments[1]}`}`);
 }

@@ -207,6 +207,53 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       );
     });
 
+    it('works as a batch entry, and as a transaction entry that sees the transaction’s writes', async () => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/fhir',
+        headers: admin,
+        payload: JSON.stringify({
+          resourceType: 'Bundle',
+          type: 'batch',
+          entry: [
+            { request: { method: 'GET', url: `${ids.patient}/Observation?date=2021` } },
+            { request: { method: 'GET', url: `${BASE}/${ids.patient}/Practitioner` } },
+          ],
+        }),
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const [found, refused] = res.json().entry;
+      expect(found.response.status).toBe('200 OK');
+      expect(matches(found.resource)).toEqual([ids.obs2021]);
+      expect(refused.response.status).toMatch(/^400/);
+
+      const tx = await t.app.inject({
+        method: 'POST',
+        url: '/fhir',
+        headers: admin,
+        payload: JSON.stringify({
+          resourceType: 'Bundle',
+          type: 'transaction',
+          entry: [
+            {
+              fullUrl: 'urn:uuid:6f1b2c4e-0000-4000-8000-000000000001',
+              resource: {
+                resourceType: 'Flag',
+                status: 'active',
+                code: { text: tag },
+                subject: { reference: ids.other },
+              },
+              request: { method: 'POST', url: 'Flag' },
+            },
+            { request: { method: 'GET', url: `${ids.other}/Flag` } },
+          ],
+        }),
+      });
+      expect(tx.statusCode, tx.body).toBe(200);
+      const [, search] = tx.json().entry;
+      expect(matches(search.resource)).toHaveLength(1);
+    });
+
     it('answers bad requests with a 4xx OperationOutcome', async () => {
       const notMember = await get(`/fhir/${ids.patient}/Practitioner`);
       expect(notMember.status).toBe(400);

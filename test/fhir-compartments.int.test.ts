@@ -264,6 +264,15 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       expect(notCompartment.body.issue![0].diagnostics).toContain('not an R4 compartment');
       expect((await get(`/fhir/${ids.patient}/NoSuchType`)).status).toBe(404);
       expect((await get(`/fhir/Patient/${'x'.repeat(65)}/Observation`)).status).toBe(400);
+      for (const [method, url] of [
+        ['POST', `/fhir/${ids.patient}/Observation`],
+        ['DELETE', `/fhir/${ids.patient}/*`],
+        ['POST', `/fhir/${ids.patient}/$everything`],
+      ] as const) {
+        const res = await t.app.inject({ method, url, headers: admin, payload: method === 'POST' ? '{}' : undefined });
+        expect(res.statusCode, `${method} ${url}`).toBe(405);
+        expect(res.json().resourceType).toBe('OperationOutcome');
+      }
       const unknownParam = await get(`/fhir/${ids.patient}/Observation?nonsense=1`, {
         ...admin,
         prefer: 'handling=strict',

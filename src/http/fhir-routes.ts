@@ -369,9 +369,23 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
   }
   const shape = segments
     .slice(1)
-    .map((s, i) => (s === '_history' || s === '_search' || s === '$validate' ? s : i === 0 ? 'id' : 'vid'))
+    .map((s, i) =>
+      s === '_history' || s === '_search' || s === '$validate' || s === '$everything' ? s : i === 0 ? 'id' : 'vid',
+    )
     .join('/');
-  const served = ['', 'id', '_history', '_search', '$validate', 'id/$validate', 'id/_history', 'id/_history/vid'];
+  // `id/vid` is a compartment search (`Patient/1/Observation`), `id/$everything` Patient's operation: GET only.
+  const served = [
+    '',
+    'id',
+    '_history',
+    '_search',
+    '$validate',
+    'id/$validate',
+    'id/_history',
+    'id/_history/vid',
+    'id/vid',
+    'id/$everything',
+  ];
   if (served.includes(shape)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
   return new AppError('unknown-route', `No FHIR endpoint at ${path}`);
 }

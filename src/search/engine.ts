@@ -14,8 +14,10 @@ import type { IndexWriter } from '../storage/store.js';
 import { compileMatches, compileSearchStatements } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 import { SearchCatalog } from './catalog.js';
+import { compartmentCriterion, compartmentSearchTypes } from './compartment.js';
 import { decodeCursor } from './cursor.js';
 import { CardinalityEstimator } from './estimate.js';
+import { everythingSearchRequest, everythingTypes, parseEverything, planEverything } from './everything.js';
 import type { StatementRunner } from './estimate.js';
 import { executeSearch, queryKey } from './execute.js';
 import { checkCost } from './limits.js';
@@ -26,8 +28,6 @@ import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
 import { transactionRunner } from './transaction-runner.js';
-import { compartmentCriterion, compartmentSearchTypes } from './compartment.js';
-import { everythingSearchRequest, everythingTypes, parseEverything, planEverything } from './everything.js';
 import { ReferenceParser } from './values/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {

@@ -410,6 +410,32 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
     });
   });
 
+  it('never answers odd input with a 500', async () => {
+    const p = ids.patient;
+    const urls = [
+      `/fhir/Patient/%00/Observation`,
+      `/fhir/Patient/a%2Fb/Observation`,
+      `/fhir/${p}/Observation?_cursor=garbage`,
+      `/fhir/${p}/$everything?_cursor=garbage`,
+      `/fhir/${p}/$everything?_count=abc`,
+      `/fhir/${p}/$everything?start=2020&start=2021`,
+      `/fhir/${p}/$everything?_type=`,
+      `/fhir/${p}/$everything?end=${'9'.repeat(5000)}`,
+      `/fhir/${p}/*?_sort=date`,
+      `/fhir/${p}/*?_include=*&_revinclude=Provenance:target&_total=accurate`,
+      `/fhir/${p}/*?_type=${'Observation,'.repeat(2000)}`,
+      `/fhir/${p}/Observation?_has:Condition:subject:code=x&subject:Patient.name=x`,
+      `/fhir/${p}/%2A`,
+      `/fhir/Patient/*/Observation`,
+      `/fhir/Patient/${p.split('/')[1]}/Observation/extra`,
+    ];
+    for (const url of urls) {
+      const res = await t.app.inject({ method: 'GET', url, headers: admin });
+      expect(res.statusCode, `${url}: ${res.body.slice(0, 300)}`).toBeLessThan(500);
+      if (res.statusCode >= 400) expect(res.json().resourceType, url).toBe('OperationOutcome');
+    }
+  });
+
   it('the CapabilityStatement lists the compartments and Patient $everything', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/fhir/metadata' });
     const statement = res.json();

@@ -178,7 +178,8 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
 
   describe('operations the server lacks', () => {
     const cases: [string, string, string][] = [
-      ['GET', '/fhir/Patient/123/$everything', '$everything'],
+      ['GET', '/fhir/Patient/$everything', '$everything'],
+      ['GET', '/fhir/Observation/123/$everything', '$everything'],
       ['GET', '/fhir/$export', '$export'],
       ['GET', '/fhir/Patient/$match', '$match'],
       ['POST', '/fhir/Patient/$lookup', '$lookup'],

@@ -22,6 +22,7 @@ import {
   type R4Definitions,
   type SearchParameterRule,
   type SearchParameterType,
+  type CompartmentRule,
   type SkippedConstraint,
   type TypeRule,
   type ValueSetRule,
@@ -116,7 +117,18 @@ function main(): void {
   const typeSds = read('profiles-types.json').filter(isR4StructureDefinition);
   const terminology = [...read('valuesets.json'), ...read('v3-codesystems.json'), ...read('v2-tables.json')];
 
-  const definitions = compileDefinitions(resourceSds, typeSds, terminology, read('search-parameters.json'));
+  const compartmentFile = join(repoRoot, 'src', 'definitions', 'data', 'compartment-definitions.ndjson');
+  const compartmentDefinitions = readFileSync(compartmentFile, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as FhirResource);
+  const definitions = compileDefinitions(
+    resourceSds,
+    typeSds,
+    terminology,
+    read('search-parameters.json'),
+    compartmentDefinitions,
+  );
   const outDir = join(repoRoot, 'generated');
   mkdirSync(outDir, { recursive: true });
   const outFile = join(outDir, 'r4.json');
@@ -148,6 +160,7 @@ export function compileDefinitions(
   typeSds: StructureDefinition[],
   terminology: FhirResource[],
   searchParameters: FhirResource[],
+  compartmentDefinitions: FhirResource[],
 ): R4Definitions {
   const skippedConstraints: SkippedConstraint[] = [];
   const types: Record<string, TypeRule> = {};
@@ -164,6 +177,7 @@ export function compileDefinitions(
     .map((sd) => sd.type)
     .sort();
   const knownResourceTypes = new Set(resourceTypes);
+  const compiledSearchParameters = compileSearchParameters(searchParameters, resourceTypes, knownResourceTypes);
 
   return {
     fhirVersion: R4_FHIR_VERSION,
@@ -171,8 +185,9 @@ export function compileDefinitions(
     primitiveTypes,
     types,
     valueSets: compileRequiredValueSets(types, terminology),
-    searchParameters: compileSearchParameters(searchParameters, resourceTypes, knownResourceTypes),
+    searchParameters: compiledSearchParameters,
     skippedConstraints,
+    compartments: compileCompartments(compartmentDefinitions, compiledSearchParameters),
   };
 }
 
@@ -416,6 +431,41 @@ function findConcept(concepts: Concept[], code: string): Concept | undefined {
 
 function allCodes(concepts: Concept[]): string[] {
   return concepts.flatMap((c) => [c.code, ...allCodes(c.concept ?? [])]);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Compartments (https://hl7.org/fhir/R4/compartmentdefinition.html)
+
+/**
+ * The R4 CompartmentDefinitions → membership rules. `{def}` in a resource's params means the compartment's
+ * own resource (`Encounter/1` is in its own compartment); the compartment type's own resource is always in
+ * its own compartment (the Patient definition lists only `link` for Patient, yet `Patient/1` is the centre
+ * of its compartment). Every other param must be a reference search parameter of the member type: a
+ * definition naming anything else fails the build rather than silently leaving members out.
+ */
+export function compileCompartments(
+  definitions: FhirResource[],
+  searchParameters: Record<string, SearchParameterRule[]>,
+): Record<string, CompartmentRule> {
+  const result: Record<string, CompartmentRule> = {};
+  for (const definition of definitions) {
+    if (definition.resourceType !== 'CompartmentDefinition' || definition.id === 'example') continue;
+    const code = definition.code as string;
+    const members: CompartmentRule['members'] = {};
+    for (const entry of definition.resource as { code: string; param?: string[] }[]) {
+      const self = entry.code === code || (entry.param ?? []).includes('{def}');
+      const params = (entry.param ?? []).filter((p) => p !== '{def}');
+      for (const param of params) {
+        const rule = searchParameters[entry.code]?.find((p) => p.code === param);
+        if (rule?.type !== 'reference') {
+          throw new Error(`CompartmentDefinition ${code}: ${entry.code}.${param} is not a reference search parameter`);
+        }
+      }
+      if (self || params.length > 0) members[entry.code] = { params, self };
+    }
+    result[code] = { code, url: definition.url as string, members };
+  }
+  return result;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type {
+  CompartmentRule,
   ElementRule,
   PrimitiveTypeRule,
   R4Definitions,
@@ -40,6 +41,10 @@ export interface R4Registry {
   valueSet(url: string): ValueSetRule | undefined;
   searchParameters(resourceType: string): readonly SearchParameterDefinition[];
   searchParameter(resourceType: string, code: string): SearchParameterDefinition | undefined;
+  /** The R4 compartment of resources of type `code` (Patient, Encounter, RelatedPerson, Practitioner, Device). */
+  compartment(code: string): CompartmentRule | undefined;
+  /** Every compartment type, in the order the definitions list them. */
+  readonly compartments: readonly CompartmentRule[];
 }
 
 /**
@@ -90,6 +95,8 @@ export function createRegistry(definitions: R4Definitions): R4Registry {
     for (const parameter of list) searchParameterByKey.set(`${resourceType}|${parameter.code}`, parameter);
   }
 
+  const compartments = new Map(Object.entries(definitions.compartments ?? {}));
+
   return {
     fhirVersion: definitions.fhirVersion,
     resourceTypes: definitions.resourceTypes,
@@ -107,6 +114,8 @@ export function createRegistry(definitions: R4Definitions): R4Registry {
     },
     searchParameters: (resourceType) => searchParametersByType.get(resourceType) ?? [],
     searchParameter: (resourceType, code) => searchParameterByKey.get(`${resourceType}|${code}`),
+    compartment: (code) => compartments.get(code),
+    compartments: [...compartments.values()],
   };
 }
 

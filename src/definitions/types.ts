@@ -22,6 +22,22 @@ export interface R4Definitions {
   searchParameters: Record<string, SearchParameterRule[]>;
   /** Invariants dropped at build time, with the reason, so the docs and tests can list them. */
   skippedConstraints: SkippedConstraint[];
+  /** The R4 CompartmentDefinitions (Patient, Encounter, RelatedPerson, Practitioner, Device), by compartment type. */
+  compartments: Record<string, CompartmentRule>;
+}
+
+/**
+ * One compartment (https://hl7.org/fhir/R4/compartmentdefinition.html): which resources of which types are
+ * in the compartment of a resource of type `code`.
+ */
+export interface CompartmentRule {
+  code: string;
+  url: string;
+  /**
+   * The member types: a resource is in `Code/id`'s compartment when one of `params` (reference search
+   * parameters of its type) refers to `Code/id`, or, with `self`, when it is `Code/id` itself.
+   */
+  members: Record<string, { params: string[]; self: boolean }>;
 }
 
 export interface PrimitiveTypeRule {

@@ -12,6 +12,7 @@ export type EntryAction =
   | { kind: 'read'; type: string; id: string; ifNoneMatch?: number }
   | { kind: 'vread'; type: string; id: string; versionId: string }
   | { kind: 'search'; type: string; query: string }
+  | { kind: 'compartment-search'; compartment: string; id: string; type: string; query: string }
   | { kind: 'history'; type: string; id?: string; query: string }
   | { kind: 'capabilities' };
 
@@ -68,7 +69,9 @@ export function parseEntryRequest(
           ? 'instance-history'
           : segments.length === 4 && third === '_history'
             ? 'version'
-            : 'other';
+            : segments.length === 3
+              ? 'compartment'
+              : 'other';
 
   switch (method) {
     case 'POST':
@@ -97,6 +100,7 @@ export function parseEntryRequest(
         return { kind: 'read', type, id, ifNoneMatch: version(request.ifNoneMatch, 'ifNoneMatch') };
       if (shape === 'version') return { kind: 'vread', type, id, versionId: vid };
       if (shape === 'type') return { kind: 'search', type, query };
+      if (shape === 'compartment') return { kind: 'compartment-search', compartment: type, id, type: third, query };
       if (shape === 'type-history') return { kind: 'history', type, query };
       if (shape === 'instance-history') return { kind: 'history', type, id, query };
       break;

@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
+import type { CompartmentRule } from '../definitions/registry.js';
 import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
 import type { WritePositions } from '../storage/write-positions.js';
@@ -10,6 +11,9 @@ import type { ValidationIssue } from '../validation/validate.js';
 export interface ResourceTypes {
   readonly resourceTypes: readonly string[];
   isResourceType(name: string): boolean;
+  /** The R4 compartment of resources of type `code`, if R4 defines one. */
+  compartment(code: string): CompartmentRule | undefined;
+  readonly compartments: readonly CompartmentRule[];
 }
 
 /** A search parameter as the CapabilityStatement lists it. */
@@ -44,6 +48,23 @@ export interface SearchEngine {
     params: ReadonlyArray<readonly [string, string]>,
     options: SearchOptions,
   ): Promise<FhirResponse>;
+  /**
+   * https://hl7.org/fhir/R4/search.html#2.21.1.2: GET /fhir/{compartment}/{id}/{type}?... (`type` may be
+   * `*`: every member type the caller may search), inside the R4 compartment of `compartment/id`.
+   */
+  compartmentSearch(
+    request: FhirRequest,
+    compartment: string,
+    id: string,
+    type: string,
+    params: ReadonlyArray<readonly [string, string]>,
+    options: SearchOptions,
+  ): Promise<FhirResponse>;
+  /**
+   * https://hl7.org/fhir/R4/patient-operation-everything.html: the compartment of `Patient/id` (types the
+   * caller may read) and what it refers to, paged. The caller's access to the Patient is checked before.
+   */
+  everything(request: FhirRequest, id: string, params: ReadonlyArray<readonly [string, string]>): Promise<FhirResponse>;
   /**
    * The ids of the resources of `type` matching search criteria (`identifier=sys|value`), at most
    * `limit`, read through `executor` (a write transaction, so conditional writes see their own

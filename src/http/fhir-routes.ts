@@ -7,10 +7,12 @@ import { AppError } from '../errors.js';
 import { operationNotSupported } from '../fhir/bundle-entry-request.js';
 import { parseETagVersion } from '../fhir/ids.js';
 import { capabilityStatement } from '../fhir/interactions/capabilities.js';
+import { compartmentSearchInteraction } from '../fhir/interactions/compartment-search.js';
 import { conditionalDeleteInteraction } from '../fhir/interactions/conditional-delete.js';
 import { conditionalUpdateInteraction } from '../fhir/interactions/conditional-update.js';
 import { createInteraction } from '../fhir/interactions/create.js';
 import { deleteInteraction } from '../fhir/interactions/delete.js';
+import { everythingInteraction } from '../fhir/interactions/everything.js';
 import { historyInteraction } from '../fhir/interactions/history.js';
 import { patchInteraction } from '../fhir/interactions/patch.js';
 import type { PatchFormat } from '../fhir/interactions/patch.js';
@@ -322,6 +324,29 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     ),
   );
 
+  app.get<{ Params: Params }>('/fhir/:type/:id/$everything', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await everythingInteraction(fhirRequest(request), request.params.id, searchParams(request)),
+    ),
+  );
+
+  app.get<{ Params: { type: string; id: string; member: string } }>('/fhir/:type/:id/:member', async (request, reply) =>
+    sendFhir(
+      request,
+      reply,
+      await compartmentSearchInteraction(
+        fhirRequest(request),
+        request.params.type,
+        request.params.id,
+        request.params.member,
+        searchParams(request),
+        searchOptions(request),
+      ),
+    ),
+  );
+
   app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
     sendRead(
       request,
@@ -376,9 +401,23 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
   }
   const shape = segments
     .slice(1)
-    .map((s, i) => (s === '_history' || s === '_search' || s === '$validate' ? s : i === 0 ? 'id' : 'vid'))
+    .map((s, i) =>
+      s === '_history' || s === '_search' || s === '$validate' || s === '$everything' ? s : i === 0 ? 'id' : 'vid',
+    )
     .join('/');
-  const served = ['', 'id', '_history', '_search', '$validate', 'id/$validate', 'id/_history', 'id/_history/vid'];
+  // `id/vid` is a compartment search (`Patient/1/Observation`), `id/$everything` Patient's operation: GET only.
+  const served = [
+    '',
+    'id',
+    '_history',
+    '_search',
+    '$validate',
+    'id/$validate',
+    'id/_history',
+    'id/_history/vid',
+    'id/vid',
+    'id/$everything',
+  ];
   if (served.includes(shape)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
   return new AppError('unknown-route', `No FHIR endpoint at ${path}`);
 }
@@ -397,5 +436,6 @@ export function unsupportedOperation(path: string, isResourceType: (name: string
   if (at === 0) return operationNotSupported(operation, 'at the system level');
   if (!isResourceType(segments[0])) return undefined;
   if (operation === '$validate' && (at === 1 || at === 2) && segments.length === at + 1) return undefined;
+  if (operation === '$everything' && segments[0] === 'Patient' && at === 2 && segments.length === 3) return undefined;
   return operationNotSupported(operation, `on ${at === 1 ? segments[0] : `${segments[0]}/${segments[1]}`}`);
 }

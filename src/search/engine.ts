@@ -14,8 +14,10 @@ import type { IndexWriter } from '../storage/store.js';
 import { compileMatches, compileSearchStatements } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 import { SearchCatalog } from './catalog.js';
+import { compartmentCriterion, compartmentSearchTypes } from './compartment.js';
 import { decodeCursor } from './cursor.js';
 import { CardinalityEstimator } from './estimate.js';
+import { everythingSearchRequest, everythingTypes, parseEverything, planEverything } from './everything.js';
 import type { StatementRunner } from './estimate.js';
 import { executeSearch, queryKey } from './execute.js';
 import { checkCost } from './limits.js';
@@ -188,15 +190,29 @@ export function createSearchEngine(
         throw new AppError('forbidden', "The token's scopes do not allow search on any resource type");
     }
     const plan = planFor(parsed, types, options.strict, (t) => request.principal.canFhir('search', t));
+    return runPlan(request, parsed, plan, type ?? '', options.executor);
+  }
+
+  /**
+   * Stages 3 and 4 of every search (plain, compartment, `$everything`): estimate, compile, execute, each
+   * statement within the request's budget. `path` (relative to the base) starts the Bundle's links and
+   * binds the cursors to this search.
+   */
+  async function runPlan(
+    request: FhirRequest,
+    parsed: SearchRequest,
+    plan: Plan,
+    path: string,
+    executor: SqlExecutor | undefined,
+  ): Promise<FhirResponse> {
     const budget = searchBudget(request, config.searchTimeoutMs);
     // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
     // bounded read, away from the writer.
-    const run: StatementRunner = options.executor
-      ? transactionRunner(options.executor, budget)
+    const run: StatementRunner = executor
+      ? transactionRunner(executor, budget)
       : (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
     try {
-      const secret = await cursorSecret(options.executor ?? db);
-      const path = type ?? '';
+      const secret = await cursorSecret(executor ?? db);
       const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
       const estimated = await estimate(plan, run);
       const compiled = compileSearchStatements(estimated, db.dialect, {
@@ -218,6 +234,52 @@ export function createSearchEngine(
     }
   }
 
+  /** https://hl7.org/fhir/R4/search.html#2.21.1.2: a search inside `compartment/id`'s compartment. */
+  async function compartmentSearch(
+    request: FhirRequest,
+    compartment: string,
+    id: string,
+    type: string,
+    params: ReadonlyArray<readonly [string, string]>,
+    options: SearchOptions,
+  ): Promise<FhirResponse> {
+    statistics.beforeSearch();
+    const rule = registry.compartment(compartment);
+    if (!rule) throw new Error(`${compartment} is not a compartment`);
+    const parsed = parseSearch(params);
+    const canSearch = (t: string) => request.principal.canFhir('search', t);
+    const types = compartmentSearchTypes(rule, type, parsed.types, canSearch);
+    const plan = planFor(parsed, types, options.strict, canSearch);
+    const inCompartment = compartmentCriterion(rule, id, types);
+    return runPlan(
+      request,
+      parsed,
+      { ...plan, criteria: [inCompartment, ...plan.criteria] },
+      `${compartment}/${id}/${type}`,
+      options.executor,
+    );
+  }
+
+  /** https://hl7.org/fhir/R4/patient-operation-everything.html, planned by everything.ts. */
+  async function everything(
+    request: FhirRequest,
+    id: string,
+    params: ReadonlyArray<readonly [string, string]>,
+  ): Promise<FhirResponse> {
+    statistics.beforeSearch();
+    const rule = registry.compartment('Patient');
+    if (!rule) throw new Error('the Patient CompartmentDefinition is missing from generated/r4.json');
+    const operation = parseEverything(params);
+    const canRead = (t: string) => request.principal.canFhir('read', t);
+    const types = everythingTypes(registry, rule, operation.types, canRead);
+    const plan = planEverything(rule, id, types, operation, {
+      catalog,
+      plan: { references: catalog.references, now: Date.now() },
+      canRead,
+    });
+    return runPlan(request, everythingSearchRequest(operation), plan, `Patient/${id}/$everything`, undefined);
+  }
+
   async function findIds(
     executor: SqlExecutor,
     type: string,
@@ -237,6 +299,8 @@ export function createSearchEngine(
     catalog,
     indexWriter,
     search,
+    compartmentSearch,
+    everything,
     findIds,
     capabilitySearchParams: (type) => catalog.capabilities(type),
     capabilityIncludes: (type) => ({ include: catalog.includes(type), revinclude: catalog.revIncludes(type) }),

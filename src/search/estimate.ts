@@ -71,7 +71,7 @@ export class CardinalityEstimator {
 
 /**
  * Is there a choice for the data to make? Not when `_id` picks the rows, nor when the only candidate is
- * a reference (`Encounter?patient=<id>`): it drives whatever it matches, and counting would cost a query
+ * a reference (`Encounter?patient=<id>`, a compartment): it drives whatever it matches, and counting would cost a query
  * per distinct value. Codes are always counted: a code can be rare or in every other resource.
  */
 function needsEstimates(criteria: readonly PlannedCriterion[]): boolean {
@@ -80,5 +80,5 @@ function needsEstimates(criteria: readonly PlannedCriterion[]): boolean {
   const candidates = criteria.filter(driverCandidate);
   if (candidates.length !== 1) return candidates.length > 1;
   const [only] = candidates;
-  return !(only.kind === 'rows' && only.table === 'idx_reference');
+  return !((only.kind === 'rows' && only.table === 'idx_reference') || only.kind === 'compartment');
 }

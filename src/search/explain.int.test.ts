@@ -4,8 +4,12 @@
 // table the statement reads (the plans chosen with statistics are in docs/search.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../../test/support/databases.js';
+import { loadR4Definitions } from '../definitions/registry.js';
+import { compartmentCriterion, memberTypes } from './compartment.js';
+import { everythingTypes, parseEverything, planEverything } from './everything.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
+import type { Plan } from './plan.js';
 import { bindInclude, compileCount, compileInclude, compileSearch } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 import { createSearchTestEnv } from '../../test/support/search-env.js';
@@ -122,6 +126,87 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
     const next = compileSearch(plan, env.db.dialect, { limit: 21, position: [...plan.sort.map(() => 1), 5] });
     assertIndexed(backend, await explain(env, next), []);
     if (!query.includes('_sort')) assertIndexed(backend, await explain(env, compileCount(plan, env.db.dialect)), []);
+  });
+
+  /** `GET /fhir/{compartment}/p1/{types}?query`'s plan (engine.ts compartmentSearch). */
+  function compartmentPlan(compartment: string, types: readonly string[], query: string, estimatedRows?: number): Plan {
+    const rule = loadR4Definitions().compartment(compartment)!;
+    const plan = planSearch(parseSearch([...new URLSearchParams(query)]), types, {
+      catalog: env.engine.catalog,
+      references: env.engine.catalog.references,
+      now: Date.now(),
+      strict: true,
+      canSearch: () => true,
+    });
+    const inCompartment = { ...compartmentCriterion(rule, 'p1', types), estimatedRows };
+    return { ...plan, criteria: [inCompartment, ...plan.criteria] };
+  }
+
+  const patientMembers = () => memberTypes(loadR4Definitions().compartment('Patient')!);
+  const COMPARTMENT_SHAPES: readonly [string, () => Plan, readonly string[]][] = [
+    [
+      'Patient/p1/Observation',
+      () => compartmentPlan('Patient', ['Observation'], ''),
+      ['idx_reference_value (sp=? AND target_id=? AND target_type=?)'],
+    ],
+    [
+      'Patient/p1/Patient (the patient itself and its links)',
+      () => compartmentPlan('Patient', ['Patient'], ''),
+      ['idx_reference_value (sp=? AND target_id=? AND target_type=?)', 'sqlite_autoindex_resource_1 (type=? AND id=?)'],
+    ],
+    [
+      'Patient/p1/* (every member type)',
+      () => compartmentPlan('Patient', patientMembers(), ''),
+      ['idx_reference_value (sp=? AND target_id=? AND target_type=?)', 'sqlite_autoindex_resource_1 (type=? AND id=?)'],
+    ],
+    [
+      'Patient/p1/Observation?code=29463-7&_sort=-date',
+      () => compartmentPlan('Patient', ['Observation'], 'code=29463-7&_sort=-date'),
+      ['idx_reference_value (sp=? AND target_id=? AND target_type=?)', 'idx_token_pk (pk=?)'],
+    ],
+    [
+      'Patient/p1/Observation with more referrers than a driver may read (probed)',
+      () => compartmentPlan('Patient', ['Observation'], '', 1_000_000),
+      ['idx_reference_pk (pk=?)'],
+    ],
+    [
+      'Encounter/p1/Observation?date=ge2020',
+      () => compartmentPlan('Encounter', ['Observation'], 'date=ge2020'),
+      ['idx_reference_value (sp=? AND target_id=? AND target_type=?)', 'idx_date_pk (pk=?)'],
+    ],
+    [
+      'Patient/p1/$everything?start=2020-01-01&end=2022&_since=2020-01-01',
+      () => {
+        const registry = loadR4Definitions();
+        const rule = registry.compartment('Patient')!;
+        const request = parseEverything([
+          ['start', '2020-01-01'],
+          ['end', '2022'],
+          ['_since', '2020-01-01'],
+        ]);
+        const types = everythingTypes(registry, rule, undefined, () => true);
+        return planEverything(rule, 'p1', types, request, {
+          catalog: env.engine.catalog,
+          plan: { references: env.engine.catalog.references, now: Date.now() },
+          canRead: () => true,
+        });
+      },
+      ['idx_reference_value (sp=? AND target_id=? AND target_type=?)', 'idx_date_pk (pk=?)'],
+    ],
+  ];
+
+  it.each(COMPARTMENT_SHAPES)('%s uses an index', async (_name, plan, indexes) => {
+    const planned = plan();
+    const page = compileSearch(planned, env.db.dialect, { limit: 21 });
+    for (const statement of [page, ...page.continuation])
+      assertIndexed(backend, await explain(env, statement), indexes.slice(0, statement === page ? undefined : 0));
+    const next = compileSearch(planned, env.db.dialect, { limit: 21, position: [...planned.sort.map(() => 1), 5] });
+    assertIndexed(backend, await explain(env, next), []);
+    assertIndexed(backend, await explain(env, compileCount(planned, env.db.dialect)), []);
+    for (const include of planned.includes) {
+      const statement = bindInclude(compileInclude(env.db.dialect, include), [1, 2, 3], 1001);
+      assertIndexed(backend, await explain(env, statement), ['idx_reference_pk (pk=?)']);
+    }
   });
 
   it('reads includes from the reference index', async () => {

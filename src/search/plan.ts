@@ -65,6 +65,26 @@ export type PlannedCriterion = Estimated &
         readonly inner: PlannedCriterion;
         readonly selectivity: number;
       }
+    | {
+        /**
+         * In the compartment of `compartmentType/id` (compartment.ts): one of the reference parameters
+         * `refSps` refers to it (an OR across the member types' parameters), or, for `selfType`, the
+         * resource is the compartment's own.
+         */
+        readonly kind: 'compartment';
+        readonly compartmentType: string;
+        readonly id: string;
+        readonly refSps: readonly number[];
+        readonly selfType?: string;
+        readonly selectivity: number;
+      }
+    | {
+        /** `inner` applies to resources of `types` only; the others pass (`$everything`'s dates). */
+        readonly kind: 'forTypes';
+        readonly types: readonly string[];
+        readonly inner: PlannedCriterion;
+        readonly selectivity: number;
+      }
   );
 
 export interface CompositePart {
@@ -99,6 +119,8 @@ export interface PlannedInclude {
   readonly sourceTypes: readonly string[];
   /** Types the included resources may have (targets of the parameters, or the directive's target type). */
   readonly targetTypes: readonly string[];
+  /** Forward only: the included resources are of these types and no other (`$everything`'s references). */
+  readonly onlyTargetTypes?: readonly string[];
 }
 
 export interface Plan {

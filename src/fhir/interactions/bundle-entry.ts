@@ -10,6 +10,7 @@ import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 import { VERSION } from '../../version.js';
 import { capabilityStatement } from './capabilities.js';
+import { compartmentSearchInteraction } from './compartment-search.js';
 import { conditionalDeleteInteraction } from './conditional-delete.js';
 import { conditionalUpdateInteraction } from './conditional-update.js';
 import { createInteraction } from './create.js';
@@ -78,6 +79,15 @@ export async function performEntry(
         strict: false,
         executor: transaction,
       });
+    case 'compartment-search':
+      return compartmentSearchInteraction(
+        request,
+        action.compartment,
+        action.id,
+        action.type,
+        [...new URLSearchParams(action.query)],
+        { strict: false, executor: transaction },
+      );
     case 'history':
       return historyInteraction(request, Object.fromEntries(new URLSearchParams(action.query)), action.type, action.id);
     case 'capabilities':

@@ -17,6 +17,10 @@ export const SUPPORTED_TYPE_INTERACTIONS = [
   'search-type',
 ] as const;
 export const SUPPORTED_TYPE_OPERATIONS = ['validate'] as const;
+/** Operations served on one type only, with their OperationDefinition (fhir-routes.ts). */
+const TYPE_SPECIFIC_OPERATIONS: Readonly<Record<string, readonly { name: string; definition: string }[]>> = {
+  Patient: [{ name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything' }],
+};
 export const SUPPORTED_SYSTEM_INTERACTIONS = ['transaction', 'batch', 'history-system', 'search-system'] as const;
 /** The PATCH content types (http/fhir-routes.ts patchFormat): JSON Patch and FHIRPath Patch. */
 export const SUPPORTED_PATCH_FORMATS = ['application/json-patch+json', 'application/fhir+json'] as const;
@@ -56,10 +60,13 @@ export function capabilityStatement(services: FhirServices, version: string): st
       searchInclude: includes.include,
       searchRevInclude: includes.revinclude,
       searchParam: services.search.capabilitySearchParams(type),
-      operation: SUPPORTED_TYPE_OPERATIONS.map((name) => ({
-        name,
-        definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
-      })),
+      operation: [
+        ...SUPPORTED_TYPE_OPERATIONS.map((name) => ({
+          name,
+          definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
+        })),
+        ...(TYPE_SPECIFIC_OPERATIONS[type] ?? []),
+      ],
     };
   });
   const statement = {
@@ -98,6 +105,8 @@ export function capabilityStatement(services: FhirServices, version: string): st
         resource,
         interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),
         searchParam: services.search.capabilitySystemSearchParams(),
+        // GET /fhir/{Compartment}/{id}/{type}: every R4 compartment (fhir/interactions/compartment-search.ts).
+        compartment: services.types.compartments.map((c) => c.url),
       },
     ],
   };

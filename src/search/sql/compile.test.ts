@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../../definitions/registry.js';
 import { postgresDialect, sqliteDialect } from '../../storage/sql/dialect.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
+import { compartmentCriterion } from '../compartment.js';
 import { createSearchCatalog } from '../engine.js';
 import { parseSearch } from '../parse.js';
 import { planSearch } from '../plan.js';
@@ -233,5 +234,42 @@ describe('statement hygiene', () => {
         expect(statement.text.split('?').length - 1).toBe(statement.params.length);
       }
     }
+  });
+});
+
+describe('pinned SQL of a compartment search', () => {
+  const rule = registry.compartment('Patient')!;
+  const inCompartment = (types: string[], query: string, estimatedRows?: number): Plan => {
+    const base = planSearch(parseSearch([...new URLSearchParams(query)]), types, {
+      catalog,
+      references: catalog.references,
+      now: Date.UTC(2025, 0, 1),
+      strict: true,
+      canSearch: () => true,
+    });
+    const criterion: PlannedCriterion = { ...compartmentCriterion(rule, 'p1', types), estimatedRows };
+    return { ...base, criteria: [criterion, ...base.criteria] };
+  };
+  const text = (d: Dialect, p: Plan) => {
+    const s = compileSearch(p, d, { limit: 21 });
+    return `${s.text}\n  -- ${JSON.stringify(named('Observation', s.params))}`;
+  };
+
+  it('drives from the reference index, with the patient itself for Patient (SQLite, PostgreSQL)', () => {
+    expect(text(sqliteDialect, inCompartment(['Observation', 'Patient'], ''))).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp IN (?, ?, ?) AND t.target_id = ? AND t.target_type = ? UNION ALL SELECT s.pk FROM resource s WHERE s.type = ? AND s.id = ?)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Observation.subject)","sp(Observation.performer)","sp(Patient.link)","p1","Patient","Patient","p1",21]"
+    `);
+    expect(text(postgresDialect, inCompartment(['Observation'], ''))).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_reference t WHERE t.sp IN (?, ?) AND t.target_id = ? AND t.target_type = ?))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Observation.subject)","sp(Observation.performer)","p1","Patient",21]"
+    `);
+  });
+
+  it('probes when another criterion drives', () => {
+    expect(text(sqliteDialect, inCompartment(['Observation'], 'code=8302-2', 50_000))).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE (r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_reference t WHERE t.pk = r0.pk AND +t.sp IN (?, ?) AND t.target_id = ? AND t.target_type = ?) AND r0.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- ["sp(Observation.subject)","sp(Observation.performer)","p1","Patient","sp(Observation.code)","8302-2",21]"
+    `);
   });
 });

@@ -81,6 +81,15 @@ export function criterionCondition(d: Dialect, c: PlannedCriterion, outer: strin
       const inner = `r${depth + 1}`;
       return sql`EXISTS (SELECT 1 FROM idx_reference ${raw(f)} JOIN resource ${raw(inner)} ON ${raw(inner)}.pk = ${raw(f)}.pk WHERE ${spCondition(f, c.refSps)} AND ${raw(f)}.target_id = ${o}.id AND ${raw(f)}.target_type = ${o}.type AND ${raw(inner)}.deleted = 0 AND ${criterionCondition(d, c.inner, inner, depth + 1)}${raw(d.probeSuffix)})`;
     }
+    case 'compartment': {
+      const refers =
+        c.refSps.length === 0
+          ? raw('1=0')
+          : sql`EXISTS (SELECT 1 FROM idx_reference t WHERE t.pk = ${o}.pk AND ${spCondition('t', c.refSps, d)} AND t.target_id = ${c.id} AND t.target_type = ${c.compartmentType}${raw(d.probeSuffix)})`;
+      return c.selfType ? or([refers, and([sql`${o}.type = ${c.selfType}`, sql`${o}.id = ${c.id}`])]) : refers;
+    }
+    case 'forTypes':
+      return or([sql`${o}.type NOT IN ${list(c.types)}`, criterionCondition(d, c.inner, outer, depth)]);
   }
 }
 
@@ -110,7 +119,7 @@ function compositeQuery(
 function drivable(c: PlannedCriterion): boolean {
   if (c.kind === 'rows') return !c.match.negated;
   if (c.kind === 'composite') return !c.negated;
-  return c.kind === 'chain' || c.kind === 'has';
+  return c.kind === 'chain' || c.kind === 'has' || c.kind === 'compartment';
 }
 
 /** Worth estimating and, unless the estimate is over its limit (driveLimit), driving from. */
@@ -179,6 +188,15 @@ function criterionSet(d: Dialect, c: PlannedCriterion, types: readonly string[],
       }
       const pairs = sql`SELECT ${raw(f)}.target_type, ${raw(f)}.target_id FROM idx_reference ${raw(f)} WHERE ${spCondition(f, c.refSps, d)} AND ${raw(f)}.pk IN (${sources})`;
       return sql`SELECT ${raw(target)}.pk FROM resource ${raw(target)} WHERE ${typeCondition(target, targetTypes)} AND (${raw(target)}.type, ${raw(target)}.id) IN (${pairs})`;
+    }
+    case 'compartment': {
+      // The referrers through the (sp, target_id, target_type) index, and the compartment's own resource.
+      const referrers = sql`SELECT t.pk FROM idx_reference t WHERE ${spCondition('t', c.refSps)} AND t.target_id = ${c.id} AND t.target_type = ${c.compartmentType}`;
+      const self = c.selfType
+        ? sql`SELECT s.pk FROM resource s WHERE s.type = ${c.selfType} AND s.id = ${c.id}`
+        : undefined;
+      if (c.refSps.length === 0) return self ?? sql`SELECT t.pk FROM idx_reference t WHERE 1=0`;
+      return self ? sql`${referrers} UNION ALL ${self}` : referrers;
     }
     default:
       throw new Error(`criterion ${c.kind} cannot drive a query`);
@@ -370,7 +388,8 @@ function streamedSort(d: Dialect, plan: Plan, s: Extract<PlannedSort, { kind: 'i
  * index range scan that stops there, so it costs at most that many index entries.
  */
 export function compileEstimate(d: Dialect, c: PlannedCriterion, cap: number): Sql {
-  if (c.kind !== 'rows' && c.kind !== 'composite') throw new Error(`criterion ${c.kind} is estimated from its parts`);
+  if (c.kind !== 'rows' && c.kind !== 'composite' && c.kind !== 'compartment')
+    throw new Error(`criterion ${c.kind} is estimated from its parts`);
   return sql`${raw(d.adhocStatement)}SELECT COUNT(*) AS n FROM (${criterionSet(d, c, [], 0)} LIMIT ${cap + 1}) e`;
 }
 
@@ -423,7 +442,11 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude): Compi
   let pks: Sql;
   let from: readonly string[] | 'any';
   if (!directive.reverse) {
-    const typeFilter = directive.targetType ? sql` AND i.type = ${directive.targetType}` : raw('');
+    const typeFilter = include.onlyTargetTypes
+      ? sql` AND i.type IN ${list(include.onlyTargetTypes)}`
+      : directive.targetType
+        ? sql` AND i.type = ${directive.targetType}`
+        : raw('');
     const frontier = new Sql(dialect.jsonIntegers, [FRONTIER]);
     pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk${raw(dialect.driver.open)}${frontier}${raw(dialect.driver.close)} AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
     from = include.sourceTypes;

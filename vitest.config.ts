@@ -21,6 +21,8 @@ const PROCESS_PAIR_SUITES = [
   'test/referential-integrity.int.test.ts',
   'test/scribe.int.test.ts',
   'src/search/search-http.int.test.ts',
+  'test/fhir-binary.int.test.ts',
+  'test/fhir-compartments.int.test.ts',
 ];
 
 export default defineConfig({

@@ -18,6 +18,7 @@ import { errorHandler, sendError } from './http/error-handler.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
+import { clientErrorHandler } from './http/client-errors.js';
 import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
@@ -57,6 +58,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     // Errors Fastify raises before routing (a malformed URL, a path parameter too long) get the same
     // OperationOutcome (or OAuth error) as every other error.
     frameworkErrors: (error, request, reply) => errorHandler(error, request, reply),
+    // And those Node's parser refuses before Fastify (headers too large, too slow, not HTTP).
+    clientErrorHandler,
     // Only the named proxies: the client address is then the right-most one they do not vouch for.
     trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
     // FHIR ids may hold dots and dashes; keep routing exact and case-sensitive.

@@ -70,6 +70,19 @@ describe.each(BACKENDS)('request timeout (AMBIENT_REQUEST_TIMEOUT_MS) on %s', (b
     await closed;
     stop();
     expect(received()).toMatch(/^HTTP\/1\.1 408 /);
+    const body = JSON.parse(received().slice(received().indexOf('\r\n\r\n') + 4));
+    expect(body).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ code: 'timeout' }] });
+  }, 20_000);
+
+  it('answers 431 with an OperationOutcome to a request line and headers beyond 16 KiB, and closes the socket', async () => {
+    const { socket, received, closed } = rawConnection(server.url);
+    socket.write(`GET /fhir/Patient?name=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+    await closed;
+    expect(received()).toMatch(/^HTTP\/1\.1 431 /);
+    expect(received()).toMatch(/Content-Type: application\/fhir\+json/);
+    const body = JSON.parse(received().slice(received().indexOf('\r\n\r\n') + 4));
+    expect(body).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ code: 'too-long' }] });
+    expect(body.issue[0].diagnostics).toMatch(/POST _search/);
   }, 20_000);
 
   it('keeps an idle keep-alive connection past the timeout, and lets a slow reader have the whole response', async () => {

@@ -42,7 +42,8 @@ export async function startProcessPair(env: Record<string, string>): Promise<Pro
   const served = upstreams.map(() => 0);
   let next = 0;
 
-  const front = http.createServer((request, response) => {
+  // The front passes on whatever the processes would get (their own limits answer, not the front's).
+  const front = http.createServer({ maxHeaderSize: 1024 * 1024 }, (request, response) => {
     const index = next++ % upstreams.length;
     served[index]++;
     const target = upstreams[index];

@@ -1,8 +1,10 @@
 // Several server processes as one service (CONTRACT.md "processes"): `serve --workers N` on one port,
 // and separate processes (hosts) on one database behind a front. The end-to-end suites also run
 // against two processes as the `processes` vitest project (vitest.config.ts).
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountStore } from '../src/auth/accounts.js';
 import { openDatabase } from '../src/storage/open-database.js';
@@ -185,6 +187,88 @@ describe('two processes on one database behind a front', () => {
       }
       expect(seen).toEqual([...ids].sort());
       expect(pair.served[0]).toBeGreaterThan(3);
+      expect(Math.abs(pair.served[0] - pair.served[1])).toBeLessThanOrEqual(1);
+    } finally {
+      await pair.close();
+    }
+  });
+
+  it('shares revocation, key rotation and client-assertion replay checks between the processes', async () => {
+    const pair = await startProcessPair({ DATABASE_URL: database.url, AMBIENT_PUBLIC_URL: PUBLIC_URL });
+    const cli = (...args: string[]) => {
+      const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
+        env: { ...process.env, DATABASE_URL: database.url, AMBIENT_PUBLIC_URL: PUBLIC_URL },
+        encoding: 'utf8',
+      });
+      expect(result.status, result.stderr).toBe(0);
+    };
+    const login = async (username: string, password: string) => {
+      const res = await pair.inject({
+        method: 'POST',
+        url: '/v1/ambient/api/auth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ username, password }).toString(),
+      });
+      expect(res.statusCode).toBe(200);
+      return { authorization: `Bearer ${res.json().access_token as string}` };
+    };
+    /** Two requests: through the front, one reaches each process. */
+    const bothAnswer = async (headers: Record<string, string>) =>
+      [
+        await pair.inject({ url: '/fhir/Patient?_count=1', headers }),
+        await pair.inject({ url: '/fhir/Patient?_count=1', headers }),
+      ].map((r) => r.statusCode);
+    try {
+      const accounts = new AccountStore(admin);
+      const username = `shared-${randomUUID()}`;
+      const { privateKey, publicKey } = await generateKeyPair('ES384', { extractable: true });
+      const kid = `es-${randomUUID()}`;
+      await accounts.create({
+        username,
+        password: 'pw-shared-1',
+        scopes: ['system/*.cruds'],
+        jwks: JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'ES384', use: 'sig' }] }),
+      });
+
+      // Revocation by the CLI, seen by both processes at their next request.
+      const before = await login(username, 'pw-shared-1');
+      expect(await bothAnswer(before)).toEqual([200, 200]);
+      cli('account', 'revoke-tokens', username);
+      expect(await bothAnswer(before)).toEqual([401, 401]);
+
+      // A key rotated by the CLI: a token signed with the new key (by one process) is taken by both.
+      await new Promise((resolve) => setTimeout(resolve, 1100)); // tokens issued in the revocation's second are refused too
+      cli('keys', 'rotate');
+      const after = await login(username, 'pw-shared-1');
+      expect(await bothAnswer(after)).toEqual([200, 200]);
+
+      // A client assertion accepted by one process is a replay for the other.
+      const assertion = await new SignJWT({
+        iss: username,
+        sub: username,
+        aud: `${PUBLIC_URL}/v1/ambient/api/auth/token`,
+        jti: randomUUID(),
+        exp: Math.floor(Date.now() / 1000) + 120,
+      })
+        .setProtectedHeader({ alg: 'ES384', kid, typ: 'JWT' })
+        .sign(privateKey);
+      const grant = () =>
+        pair.inject({
+          method: 'POST',
+          url: '/v1/ambient/api/auth/token',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: new URLSearchParams({
+            grant_type: 'client_credentials',
+            client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+            client_assertion: assertion,
+            scope: 'system/Patient.rs',
+          }).toString(),
+        });
+      const first = await grant();
+      expect(first.statusCode).toBe(200);
+      const replay = await grant();
+      expect(replay.statusCode).toBe(401);
+      expect(replay.json().error).toBe('invalid_client');
       expect(Math.abs(pair.served[0] - pair.served[1])).toBeLessThanOrEqual(1);
     } finally {
       await pair.close();

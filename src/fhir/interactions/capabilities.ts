@@ -1,4 +1,5 @@
 // https://hl7.org/fhir/R4/http.html#capabilities
+import { BULK_DATA_CAPABILITY, SYSTEM_EXPORT_OPERATION, TYPE_EXPORT_OPERATIONS } from '../../export/capabilities.js';
 import type { FhirServices } from '../services.js';
 
 /**
@@ -51,10 +52,13 @@ export function capabilityStatement(services: FhirServices, version: string): st
       searchInclude: includes.include,
       searchRevInclude: includes.revinclude,
       searchParam: services.search.capabilitySearchParams(type),
-      operation: SUPPORTED_TYPE_OPERATIONS.map((name) => ({
-        name,
-        definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
-      })),
+      operation: [
+        ...SUPPORTED_TYPE_OPERATIONS.map((name) => ({
+          name,
+          definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
+        })),
+        ...(TYPE_EXPORT_OPERATIONS[type] ? [TYPE_EXPORT_OPERATIONS[type]] : []),
+      ],
     };
   });
   const statement = {
@@ -63,6 +67,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
     date: new Date().toISOString(),
     publisher: 'ambient-fhir',
     kind: 'instance',
+    instantiates: [BULK_DATA_CAPABILITY],
     software: { name: 'ambient-fhir', version },
     implementation: { description: 'ambient-fhir FHIR R4 server', url: services.baseUrl },
     fhirVersion: '4.0.1',
@@ -93,6 +98,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
         resource,
         interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),
         searchParam: services.search.capabilitySystemSearchParams(),
+        operation: [SYSTEM_EXPORT_OPERATION],
       },
     ],
   };

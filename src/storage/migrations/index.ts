@@ -5,6 +5,7 @@ import { scribeMigration } from './004-scribe.js';
 import { resourceLinksMigration } from './005-resource-links.js';
 import { authHardeningMigration } from './006-auth-hardening.js';
 import { clientKeysMigration } from './007-client-keys.js';
+import { bulkExportMigration } from './008-bulk-export.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -16,4 +17,5 @@ export const MIGRATIONS: readonly Migration[] = [
   resourceLinksMigration,
   authHardeningMigration,
   clientKeysMigration,
+  bulkExportMigration,
 ];

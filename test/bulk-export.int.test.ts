@@ -18,7 +18,12 @@ const LOINC = 'http://loinc.org';
 const seed = [
   { resourceType: 'Organization', id: 'org1', name: 'Clinic' },
   { resourceType: 'Practitioner', id: 'pr1', name: [{ family: 'Doc' }] },
-  { resourceType: 'Patient', id: 'p1', name: [{ family: 'One' }], managingOrganization: { reference: 'Organization/org1' } },
+  {
+    resourceType: 'Patient',
+    id: 'p1',
+    name: [{ family: 'One' }],
+    managingOrganization: { reference: 'Organization/org1' },
+  },
   { resourceType: 'Patient', id: 'p2', name: [{ family: 'Two' }] },
   { resourceType: 'Patient', id: 'p3', name: [{ family: 'Three' }] },
   observation('o1', 'p1', '8867-4'),
@@ -125,7 +130,11 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     const lines = file.body.trimEnd().split('\n');
     expect(lines).toHaveLength(4);
     const o1 = lines.map((l) => JSON.parse(l)).find((r) => r.id === 'o1');
-    expect(o1).toMatchObject({ resourceType: 'Observation', subject: { reference: 'Patient/p1' }, meta: { versionId: '1' } });
+    expect(o1).toMatchObject({
+      resourceType: 'Observation',
+      subject: { reference: 'Patient/p1' },
+      meta: { versionId: '1' },
+    });
 
     const resources = await client.resources(manifest);
     expect(ids(resources.get('Patient'))).toEqual(['p1', 'p2', 'p3']);
@@ -187,7 +196,9 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
   it('filters with _typeFilter through the search engine (several filters on a type are ORed)', async () => {
     const one = await client.resources(
       await client.manifest(
-        await client.start(`/fhir/$export?_type=Observation&_typeFilter=${encodeURIComponent('Observation?code=8310-5')}`),
+        await client.start(
+          `/fhir/$export?_type=Observation&_typeFilter=${encodeURIComponent('Observation?code=8310-5')}`,
+        ),
       ),
     );
     expect(ids(one.get('Observation'))).toEqual(['o2']);
@@ -228,7 +239,11 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     const manifest = await client.manifest(String(lenient.headers['content-location']));
     expect(manifest.output.map((o) => o.type)).toEqual(['Organization']);
     // Other methods on the kick-off path are 405, not an unsupported operation.
-    const put = await t.app.inject({ method: 'PUT', url: '/fhir/$export', headers: { authorization: `Bearer ${token}` } });
+    const put = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/$export',
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(put.statusCode).toBe(405);
   });
 
@@ -243,7 +258,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     expect((await none.kickoff('/fhir/$export')).statusCode).toBe(403);
   });
 
-  it("hides an export from every other account (404 for status, files and DELETE) and needs a token", async () => {
+  it('hides an export from every other account (404 for status, files and DELETE) and needs a token', async () => {
     const statusUrl = await client.start('/fhir/$export?_type=Patient');
     const manifest = await client.manifest(statusUrl);
     const other = new BulkClient(t.app, await t.token());

@@ -36,7 +36,15 @@ export interface ExportProgress {
   readonly resources: number;
 }
 
-export const START: ExportProgress = { typeIndex: 0, afterPk: 0, fileNo: 1, seq: 0, fileResources: 0, files: [], resources: 0 };
+export const START: ExportProgress = {
+  typeIndex: 0,
+  afterPk: 0,
+  fileNo: 1,
+  seq: 0,
+  fileResources: 0,
+  files: [],
+  resources: 0,
+};
 
 export interface JobRecord {
   readonly id: string;
@@ -200,10 +208,12 @@ export class ExportJobs {
   /** Extends the lease; false when the job was lost. */
   async heartbeat(job: ClaimedJob, leaseMs: number): Promise<boolean> {
     const now = this.clock();
-    const changed = await this.db.execute(
-      `UPDATE export_job SET lease_expires = ?, updated_at = ? WHERE ${HELD}`,
-      [now + leaseMs, now, job.id, job.leaseToken],
-    );
+    const changed = await this.db.execute(`UPDATE export_job SET lease_expires = ?, updated_at = ? WHERE ${HELD}`, [
+      now + leaseMs,
+      now,
+      job.id,
+      job.leaseToken,
+    ]);
     return changed === 1;
   }
 
@@ -211,12 +221,11 @@ export class ExportJobs {
   async save(job: ClaimedJob, progress: ExportProgress, chunk: Chunk | undefined, leaseMs: number): Promise<void> {
     const now = this.clock();
     await this.db.transaction(async (tx) => {
-      await this.update(
-        tx,
-        job,
-        `progress = ?, lease_expires = ?, updated_at = ?`,
-        [JSON.stringify(progress), now + leaseMs, now],
-      );
+      await this.update(tx, job, `progress = ?, lease_expires = ?, updated_at = ?`, [
+        JSON.stringify(progress),
+        now + leaseMs,
+        now,
+      ]);
       if (chunk) {
         await tx.execute(
           'INSERT INTO export_chunk (job_id, type, file_no, seq, resources, data) VALUES (?, ?, ?, ?, ?, ?)',

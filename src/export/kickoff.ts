@@ -10,7 +10,13 @@ export const NDJSON = 'application/fhir+ndjson';
 const OUTPUT_FORMATS = new Set([NDJSON, 'application/ndjson', 'ndjson']);
 
 /** Parameters of the IG this server does not implement: 400, or ignored under Prefer: handling=lenient. */
-const UNSUPPORTED = new Set(['_elements', 'patient', 'includeAssociatedData', 'organizeOutputBy', 'allowPartialManifests']);
+const UNSUPPORTED = new Set([
+  '_elements',
+  'patient',
+  'includeAssociatedData',
+  'organizeOutputBy',
+  'allowPartialManifests',
+]);
 
 /** Bounds on one kick-off, so that no request can ask for unbounded planning or work. */
 export const KICKOFF_LIMITS = {
@@ -45,9 +51,12 @@ export interface Preferences {
 
 /** The `Prefer` header's tokens that matter here (RFC 7240: comma-separated, case-insensitive). */
 export function parsePrefer(header: string | undefined): Preferences {
-  const tokens = (header ?? '')
-    .split(/[,;]/)
-    .map((t) => t.trim().toLowerCase().replace(/\s*=\s*/, '='));
+  const tokens = (header ?? '').split(/[,;]/).map((t) =>
+    t
+      .trim()
+      .toLowerCase()
+      .replace(/\s*=\s*/, '='),
+  );
   return { respondAsync: tokens.includes('respond-async'), lenient: tokens.includes('handling=lenient') };
 }
 
@@ -61,7 +70,10 @@ const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d
 export function parseInstant(name: string, value: string): number {
   const time = INSTANT.test(value) ? Date.parse(value) : NaN;
   if (Number.isNaN(time)) {
-    throw invalid(name, `${name}=${value} is not a FHIR instant (e.g. 2024-01-31T12:00:00Z, with seconds and a time zone)`);
+    throw invalid(
+      name,
+      `${name}=${value} is not a FHIR instant (e.g. 2024-01-31T12:00:00Z, with seconds and a time zone)`,
+    );
   }
   return time;
 }

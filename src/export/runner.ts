@@ -113,12 +113,15 @@ export class ExportRunner {
   private async run(job: ClaimedJob, signal: AbortSignal): Promise<void> {
     const log = this.options.logger;
     const lost = new AbortController();
-    const heartbeat = setInterval(() => {
-      this.jobs
-        .heartbeat(job, this.options.leaseMs)
-        .then((held) => held || lost.abort())
-        .catch(() => undefined);
-    }, Math.max(100, Math.floor(this.options.leaseMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        this.jobs
+          .heartbeat(job, this.options.leaseMs)
+          .then((held) => held || lost.abort())
+          .catch(() => undefined);
+      },
+      Math.max(100, Math.floor(this.options.leaseMs / 3)),
+    );
     heartbeat.unref();
     const stop = AbortSignal.any([signal, lost.signal]);
     try {
@@ -171,7 +174,9 @@ export class ExportRunner {
           seq: closing ? 0 : progress.seq + 1,
           fileNo: closing ? progress.fileNo + 1 : progress.fileNo,
           fileResources: closing ? 0 : fileResources,
-          files: closing ? [...progress.files, { type, fileNo: progress.fileNo, count: fileResources }] : progress.files,
+          files: closing
+            ? [...progress.files, { type, fileNo: progress.fileNo, count: fileResources }]
+            : progress.files,
           resources: progress.resources + resources,
         };
         await save(next, resources > 0 ? { type, data, resources } : undefined);
@@ -181,6 +186,8 @@ export class ExportRunner {
         if (stop.aborted) throw new StoppedError();
         const page = await this.readPage(type, selection, window, afterPk, stop);
         for (const row of page) {
+          // Per row, not per page: a shutdown does not wait for a page of history lookups.
+          if (stop.aborted) throw new StoppedError();
           const pk = Number(row.pk);
           afterPk = pk;
           let content = rowContent(row, window);

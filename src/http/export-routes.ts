@@ -107,7 +107,10 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     }
     if (status.state === 'failed') {
       const error = new AppError('export-failed', `The export failed: ${status.error}`);
-      return reply.code(error.status).type(FHIR_JSON).send(JSON.stringify(operationOutcomeFor(error)));
+      return reply
+        .code(error.status)
+        .type(FHIR_JSON)
+        .send(JSON.stringify(operationOutcomeFor(error)));
     }
     return reply
       .code(200)
@@ -120,7 +123,13 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     await exports.cancel(request.principal!, request.params.job);
     const outcome = {
       resourceType: 'OperationOutcome',
-      issue: [{ severity: 'information', code: 'informational', diagnostics: 'The export was cancelled and its files removed' }],
+      issue: [
+        {
+          severity: 'information',
+          code: 'informational',
+          diagnostics: 'The export was cancelled and its files removed',
+        },
+      ],
     };
     return reply.code(202).type(FHIR_JSON).send(JSON.stringify(outcome));
   });

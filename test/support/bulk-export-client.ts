@@ -93,5 +93,4 @@ export class BulkClient {
   }
 }
 
-export const ids = (resources: readonly Resource[] | undefined): string[] =>
-  (resources ?? []).map((r) => r.id).sort();
+export const ids = (resources: readonly Resource[] | undefined): string[] => (resources ?? []).map((r) => r.id).sort();

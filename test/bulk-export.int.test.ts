@@ -107,6 +107,23 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     await t?.close();
   });
 
+  it('is in the CapabilityStatement: the IG capability and $export at system, Patient and Group level', async () => {
+    const statement = (await t.app.inject({ method: 'GET', url: '/fhir/metadata' })).json();
+    expect(statement.instantiates).toContain('http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data');
+    const [rest] = statement.rest;
+    expect(rest.operation).toContainEqual({
+      name: 'export',
+      definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export',
+    });
+    const operations = (type: string) =>
+      rest.resource
+        .find((r: { type: string }) => r.type === type)
+        .operation.map((o: { definition: string }) => o.definition);
+    expect(operations('Patient')).toContain('http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export');
+    expect(operations('Group')).toContain('http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export');
+    expect(operations('Observation').some((d: string) => d.includes('bulkdata'))).toBe(false);
+  });
+
   it('exports the system level: 202 + Content-Location, then the manifest and the NDJSON files', async () => {
     const kick = await client.kickoff('/fhir/$export?_type=Patient,Observation,Organization,Group,Practitioner');
     expect(kick.statusCode, kick.body).toBe(202);

@@ -179,7 +179,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
   describe('operations the server lacks', () => {
     const cases: [string, string, string][] = [
       ['GET', '/fhir/Patient/123/$everything', '$everything'],
-      ['GET', '/fhir/$export', '$export'],
+      ['GET', '/fhir/$reindex', '$reindex'],
       ['GET', '/fhir/Patient/$match', '$match'],
       ['POST', '/fhir/Patient/$lookup', '$lookup'],
       ['POST', '/fhir/$meta', '$meta'],

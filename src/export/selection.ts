@@ -17,7 +17,7 @@ import { parseSearch } from '../search/parse.js';
 import { planSearch } from '../search/plan.js';
 import type { PlannedCriterion } from '../search/plan.js';
 import { criterionCondition } from '../search/sql/compile.js';
-import { and, list, or, sql } from '../search/sql/fragment.js';
+import { and, list, or, raw, sql } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
 import type { TypeFilter } from './kickoff.js';
 
@@ -47,19 +47,27 @@ export function compartmentSps(
   });
 }
 
-/** The Patient ids a Group names as members (its `member` index rows). */
-function groupMembers(groupPk: number): Sql {
-  return sql`SELECT g.target_id FROM idx_reference g WHERE g.pk = ${groupPk} AND g.sp = ${spId('Group', 'member')} AND g.target_type = ${'Patient'}`;
+/**
+ * The Patient ids a Group names as members (its `member` index rows), read through (pk, sp): the sp term
+ * is written so that no planner reads every Group's members by (sp, ...) instead (Dialect.probeColumn).
+ */
+function groupMembers(dialect: Dialect, groupPk: number): Sql {
+  return sql`SELECT g.target_id FROM idx_reference g WHERE g.pk = ${groupPk} AND ${raw(dialect.probeColumn('g.sp'))} = ${spId('Group', 'member')} AND g.target_type = ${'Patient'}`;
 }
 
 /** The level's condition on `type`, or undefined when it selects every resource of the type. */
-export function levelCondition(spec: ExportSpec, type: string, sps: readonly number[]): Sql | undefined {
+export function levelCondition(
+  dialect: Dialect,
+  spec: ExportSpec,
+  type: string,
+  sps: readonly number[],
+): Sql | undefined {
   if (spec.level === 'system') return undefined;
-  const members = spec.level === 'group' ? groupMembers(spec.groupPk ?? -1) : undefined;
+  const members = spec.level === 'group' ? groupMembers(dialect, spec.groupPk ?? -1) : undefined;
   if (type === 'Patient') return members ? sql`r0.id IN (${members})` : undefined;
   if (sps.length === 0) return sql`1=0`;
   const target = members ? sql` AND t.target_id IN (${members})` : sql``;
-  return sql`EXISTS (SELECT 1 FROM idx_reference t WHERE t.pk = r0.pk AND t.sp IN ${list(sps)} AND t.target_type = ${'Patient'}${target})`;
+  return sql`EXISTS (SELECT 1 FROM idx_reference t WHERE t.pk = r0.pk AND ${raw(dialect.probeColumn('t.sp'))} IN ${list(sps)} AND t.target_type = ${'Patient'}${target}${raw(dialect.probeSuffix)})`;
 }
 
 /**
@@ -109,7 +117,7 @@ export function selectionFor(
   type: string,
   now: number,
 ): Sql | undefined {
-  const level = levelCondition(spec, type, compartmentSps(catalog, type, compartment));
+  const level = levelCondition(dialect, spec, type, compartmentSps(catalog, type, compartment));
   const filters = filterCondition(
     dialect,
     spec.typeFilters.filter((f) => f.type === type).map((f) => planTypeFilter(catalog, f, now, () => true)),

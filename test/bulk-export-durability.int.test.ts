@@ -4,7 +4,7 @@
 // finished exports expire (AMBIENT_EXPORT_TTL_SECONDS), and what $export writes is what `import` reads
 // (a full round trip into a fresh database). On both databases, over HTTP.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -234,7 +234,30 @@ describe.each(BACKENDS)('bulk export durability on %s', (backend) => {
       expect(count.json().total).toBe(exported.get('Observation')!.length);
     } finally {
       await fresh.close();
+      rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('answers a failed export with 500 and an OperationOutcome naming the reason, its output removed', async () => {
+    const client = new BulkClient(t.app, token);
+    const statusUrl = await client.start('/fhir/$export?_type=Patient');
+    const jobs = new ExportJobs(db);
+    const job = await jobs.claim(60_000);
+    expect(job?.id).toBe(statusUrl.split('/').pop());
+    await jobs.save(
+      job!,
+      { ...job!.progress, seq: 1 },
+      { type: 'Patient', fileNo: 1, seq: 0, resources: 1, data: '{}\n' },
+      60_000,
+    );
+    await jobs.fail(job!, 'the disk caught fire', 60_000);
+    const res = await client.status(statusUrl);
+    expect(res.statusCode).toBe(500);
+    expect(res.json().issue[0].diagnostics).toBe('The export failed: the disk caught fire');
+    const [{ n }] = await db.query<{ n: number }>('SELECT COUNT(*) AS n FROM export_chunk WHERE job_id = ?', [job!.id]);
+    expect(Number(n)).toBe(0);
+    // A lost job can no longer write.
+    await expect(jobs.save(job!, job!.progress, undefined, 60_000)).rejects.toThrow(/cancelled or taken over/);
   });
 });
 

@@ -169,9 +169,14 @@ export class ExportJobs {
     return record;
   }
 
-  /** Removes a job and its output (cancel, expiry); a worker running it loses it at its next write. */
+  /**
+   * Removes a job and its output (cancel, expiry); a worker running it loses it at its next write. The
+   * job's row is locked first: a chunk being saved right now commits before the chunks are deleted (and
+   * is deleted with them), and every later save finds no job.
+   */
   async remove(id: string): Promise<void> {
     await this.db.transaction(async (tx) => {
+      await tx.query(`SELECT id FROM export_job WHERE id = ?${tx.dialect.forUpdate}`, [id]);
       await tx.execute('DELETE FROM export_chunk WHERE job_id = ?', [id]);
       await tx.execute('DELETE FROM export_job WHERE id = ?', [id]);
     });

@@ -242,6 +242,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
       [`/fhir/$export?_typeFilter=${encodeURIComponent('Observation?nope=1')}`, {}, /nope/],
       [`/fhir/$export?_typeFilter=${encodeURIComponent('Observation?_count=5')}`, {}, /_count cannot filter/],
       ['/fhir/$export?_typeFilter=Observation', {}, /Type\?search-parameters/],
+      ['/fhir/Patient/$export?_type=Organization', {}, /Patient compartment/],
     ];
     for (const [url, headers, message] of cases) {
       const res = await client.kickoff(url, headers);

@@ -87,6 +87,13 @@ export class ExportService {
         ? types.resourceTypes
         : ['Patient', ...types.resourceTypes.filter((t) => t !== 'Patient' && this.compartment.has(t))];
     const exported = (parameters.types ?? levelTypes).filter((t) => levelTypes.includes(t) && readable(t));
+    if (exported.length === 0 && parameters.types) {
+      throw new AppError(
+        'bad-request',
+        `_type: none of ${parameters.types.join(', ')} is in the Patient compartment that a ${request.level}-level export covers`,
+        { expression: '_type' },
+      );
+    }
     if (exported.length === 0) {
       throw new AppError('forbidden', "The token's scopes do not allow reading any resource type this export covers");
     }

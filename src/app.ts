@@ -97,6 +97,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
         'RateLimit-Reset',
         'Retry-After',
         'WWW-Authenticate',
+        'X-Progress',
       ],
       maxAge: 600,
     });

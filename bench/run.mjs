@@ -21,6 +21,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { syntheticExport } from './export.mjs';
 import { freePort, run } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { databaseBytes, generateSynthetic, importSynthetic, syntheticChecks, syntheticMix } from './synthetic.mjs';
@@ -214,7 +215,16 @@ async function benchSynthetic(backend, generated) {
     const token = await tokenFor(server.url, password);
     const checks = await syntheticChecks(server.url, token, generated.facts);
     const mix = await syntheticMix(server.url, token, { facts: generated.facts, n: quick ? 40 : 200 });
-    return { ingest, megabytes: Math.round(bytes / 2 ** 20), checks, mix, serverPeakRssMb: server.peakRssMb() };
+    console.error(`${backend}: exporting the synthetic data set ($export)...`);
+    const exported = await syntheticExport(server.url, token, server.pid);
+    return {
+      ingest,
+      megabytes: Math.round(bytes / 2 ** 20),
+      checks,
+      mix,
+      exported,
+      serverPeakRssMb: server.peakRssMb(),
+    };
   } finally {
     await server.stop();
     if (backend === 'sqlite') {
@@ -298,6 +308,14 @@ function syntheticReport(runs, generated) {
       )
       .join('; ')}`,
     withSynthetic.map((r) => `${r.backend}: server peak RSS ${r.synthetic.serverPeakRssMb} MB`).join('; '),
+    ...withSynthetic.map(({ backend, synthetic: { exported: e, ingest } }) =>
+      [
+        `${backend}: $export of everything: ${e.resources} resources in ${e.files} files (${e.megabytes} MB NDJSON)`,
+        `in ${e.exportSeconds} s (${e.perSec}/s) until the manifest, downloaded in ${e.downloadSeconds} s (${e.downloadMbPerSec} MB/s);`,
+        `server RSS ${e.rssBeforeMb} MB before, at most ${e.peakRssDuringMb} MB during`,
+        e.resources === ingest.resources ? '(every resource)' : `(EXPECTED ${ingest.resources})`,
+      ].join(' '),
+    ),
   ];
   for (const r of withSynthetic) {
     const wrong = r.synthetic.checks.filter((c) => c.actual !== c.expected);

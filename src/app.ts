@@ -15,6 +15,7 @@ import { registerBodyParsers } from './http/body-parsers.js';
 import { registerFhirCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
 import { errorHandler, sendError } from './http/error-handler.js';
+import { exportRoutes } from './http/export-routes.js';
 import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
@@ -101,6 +102,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
         'RateLimit-Reset',
         'Retry-After',
         'WWW-Authenticate',
+        'X-Progress',
       ],
       maxAge: 600,
     });
@@ -120,6 +122,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   await auth.registerRoutes(app);
   await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
+  await app.register(exportRoutes, { services, definitions, authenticator: auth.authenticator, db });
   await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 
   app.setNotFoundHandler((request, reply) => {

@@ -63,6 +63,17 @@ export interface Config {
   readonly metricsPort: number | undefined;
   /** The scribe records API: job processing and the optional note (LLM) and speech-to-text engines. */
   readonly scribe: ScribeConfig;
+  /** Bulk Data export (src/export/, docs/export.md). */
+  readonly export: ExportConfig;
+}
+
+export interface ExportConfig {
+  /** AMBIENT_EXPORT_TTL_SECONDS: how long a finished export's status and files stay (then 404). */
+  readonly ttlSeconds: number;
+  /** Export jobs this process runs at once; 0 = it only takes kick-offs and answers status and files. */
+  readonly workers: number;
+  /** How long a claimed job stays reserved without a heartbeat before another process may take it over. */
+  readonly leaseSeconds: number;
 }
 
 /** An OpenAI-compatible HTTP engine (chat completions or audio transcriptions). */
@@ -380,6 +391,11 @@ function readConfig(environment: Env, options: ConfigOptions) {
       retryBaseMs: integer('AMBIENT_SCRIBE_RETRY_BASE_MS', 5000, 0, 3_600_000),
       llm: engine('AMBIENT_LLM', undefined, 60_000),
       stt: engine('AMBIENT_STT', 'whisper-1', 120_000),
+    }),
+    export: Object.freeze({
+      ttlSeconds: integer('AMBIENT_EXPORT_TTL_SECONDS', 86_400, 1, 365 * 86_400),
+      workers: integer('AMBIENT_EXPORT_WORKERS', 1, 0, 16),
+      leaseSeconds: integer('AMBIENT_EXPORT_LEASE_SECONDS', 30, 1, 86_400),
     }),
   };
   return { config, problems, known, publicUrlNote };

@@ -58,6 +58,9 @@ export const ERROR_CATALOG = {
   'scribe-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
   'unknown-template': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'speech-to-text-unavailable': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
+  'export-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'too-many-exports': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
+  'export-failed': { status: 500, issueType: 'exception', oauthError: 'server_error' },
   'not-ready': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
   // The database was unreachable or the connection was lost (a restart, a failover): retry shortly.
   'database-unavailable': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },

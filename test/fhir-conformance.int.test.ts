@@ -180,7 +180,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
     const cases: [string, string, string][] = [
       ['GET', '/fhir/Patient/$everything', '$everything'],
       ['GET', '/fhir/Observation/123/$everything', '$everything'],
-      ['GET', '/fhir/$export', '$export'],
+      ['GET', '/fhir/$reindex', '$reindex'],
       ['GET', '/fhir/Patient/$match', '$match'],
       ['POST', '/fhir/Patient/$lookup', '$lookup'],
       ['POST', '/fhir/$meta', '$meta'],

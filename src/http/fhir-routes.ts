@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
+import { isExportPath } from '../export/kickoff.js';
 import { operationNotSupported } from '../fhir/bundle-entry-request.js';
 import { parseETagVersion } from '../fhir/ids.js';
 import { capabilityStatement } from '../fhir/interactions/capabilities.js';
@@ -390,6 +391,7 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
   const lacking = unsupportedOperation(path, isResourceType);
   if (lacking) return lacking;
   const segments = path.replace(/\/+$/, '').split('/').slice(2);
+  if (isExportPath(segments)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
   const [first] = segments;
   if (first === 'metadata' || first === '_history') {
     return segments.length === 1
@@ -430,6 +432,7 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
  */
 export function unsupportedOperation(path: string, isResourceType: (name: string) => boolean): AppError | undefined {
   const segments = path.replace(/\/+$/, '').split('/').slice(2);
+  if (isExportPath(segments)) return undefined;
   const at = segments.findIndex((s) => s.startsWith('$'));
   if (at < 0) return undefined;
   const operation = segments[at];

@@ -1,4 +1,5 @@
 // https://hl7.org/fhir/R4/http.html#capabilities
+import { BULK_DATA_CAPABILITY, SYSTEM_EXPORT_OPERATION, TYPE_EXPORT_OPERATIONS } from '../../export/capabilities.js';
 import type { FhirServices } from '../services.js';
 
 /**
@@ -66,6 +67,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
           definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
         })),
         ...(TYPE_SPECIFIC_OPERATIONS[type] ?? []),
+        ...(TYPE_EXPORT_OPERATIONS[type] ? [TYPE_EXPORT_OPERATIONS[type]] : []),
       ],
     };
   });
@@ -75,6 +77,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
     date: new Date().toISOString(),
     publisher: 'ambient-fhir',
     kind: 'instance',
+    instantiates: [BULK_DATA_CAPABILITY],
     software: { name: 'ambient-fhir', version },
     implementation: { description: 'ambient-fhir FHIR R4 server', url: services.baseUrl },
     fhirVersion: '4.0.1',
@@ -105,6 +108,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
         resource,
         interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),
         searchParam: services.search.capabilitySystemSearchParams(),
+        operation: [SYSTEM_EXPORT_OPERATION],
         // GET /fhir/{Compartment}/{id}/{type}: every R4 compartment (fhir/interactions/compartment-search.ts).
         compartment: services.types.compartments.map((c) => c.url),
       },

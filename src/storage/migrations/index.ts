@@ -5,6 +5,7 @@ import { scribeMigration } from './004-scribe.js';
 import { resourceLinksMigration } from './005-resource-links.js';
 import { authHardeningMigration } from './006-auth-hardening.js';
 import { clientKeysMigration } from './007-client-keys.js';
+import { bulkExportMigration } from './008-bulk-export.js';
 import { writePositionsMigration } from './009-write-positions.js';
 import type { Migration } from './migration.js';
 
@@ -17,5 +18,6 @@ export const MIGRATIONS: readonly Migration[] = [
   resourceLinksMigration,
   authHardeningMigration,
   clientKeysMigration,
+  bulkExportMigration,
   writePositionsMigration,
 ];

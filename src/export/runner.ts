@@ -1,0 +1,230 @@
+// Runs export jobs in the background of a server process, off the request path: at most `workers` at
+// once, claimed from the database (jobs.ts), so any process on the database may run any job. A job walks
+// its types a page at a time (snapshot.ts) and writes NDJSON chunks of about CHUNK_BYTES with the
+// progress that accounts for them; memory holds one page and one chunk, whatever the export's size.
+// Every `pollMs` it looks for jobs (queued elsewhere, or left by a process that died: lease expired) and
+// sweeps expired ones. stop() gives running jobs back, so a restart resumes them at once.
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '../logger.js';
+import type { SearchCatalog } from '../search/catalog.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import type { ClaimedJob, ExportJobs, ExportProgress, OutputFile } from './jobs.js';
+import { JobLostError } from './jobs.js';
+import { selectionFor } from './selection.js';
+import { pageQuery, rowContent, versionAtQuery, versionContent } from './snapshot.js';
+import type { PageRow, SnapshotWindow, VersionRow } from './snapshot.js';
+
+/** A chunk is written once its lines reach this size (one line can make it larger). */
+export const CHUNK_BYTES = 1024 * 1024;
+/** A file holds at most this many resources; a larger type is split into several files. */
+export const FILE_MAX_RESOURCES = 100_000;
+/** Time one page read may take (a page is PAGE_ROWS resources). */
+const PAGE_TIMEOUT_MS = 120_000;
+/** How often expired jobs are looked for. */
+const SWEEP_EVERY_MS = 5_000;
+
+export interface RunnerOptions {
+  readonly workers: number;
+  readonly leaseMs: number;
+  readonly ttlMs: number;
+  readonly pollMs: number;
+  readonly chunkBytes?: number;
+  readonly logger?: Pick<Logger, 'info' | 'warn' | 'error'>;
+}
+
+class StoppedError extends Error {}
+
+/** Lines waiting to be written as the next chunk of the current file. */
+class ChunkBuffer {
+  lines: string[] = [];
+  bytes = 0;
+
+  add(line: string): void {
+    this.lines.push(line);
+    this.bytes += Buffer.byteLength(line) + 1;
+  }
+
+  take(): { data: string; resources: number } {
+    const taken = { data: this.lines.join('\n') + '\n', resources: this.lines.length };
+    this.lines = [];
+    this.bytes = 0;
+    return taken;
+  }
+}
+
+export class ExportRunner {
+  private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private filling = false;
+  private lastSweep = 0;
+
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly jobs: ExportJobs,
+    private readonly catalog: SearchCatalog,
+    private readonly compartment: ReadonlyMap<string, readonly string[]>,
+    private readonly options: RunnerOptions,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.wake(), this.options.pollMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  /** Looks for work now (a kick-off in this process) and sweeps when due. */
+  wake(): void {
+    if (this.stopping || this.filling) return;
+    this.filling = true;
+    void this.fill().finally(() => (this.filling = false));
+  }
+
+  private async fill(): Promise<void> {
+    try {
+      if (Date.now() - this.lastSweep >= SWEEP_EVERY_MS) {
+        this.lastSweep = Date.now();
+        await this.jobs.sweep();
+      }
+      while (!this.stopping && this.running.size < this.options.workers) {
+        const job = await this.jobs.claim(this.options.leaseMs);
+        if (!job) break;
+        const controller = new AbortController();
+        const done = this.run(job, controller.signal).finally(() => {
+          this.running.delete(job.id);
+          this.wake();
+        });
+        this.running.set(job.id, { controller, done });
+      }
+    } catch (error) {
+      this.options.logger?.error({ err: error }, 'export: could not claim or sweep jobs');
+    }
+  }
+
+  /** Stops looking for work and gives the running jobs back (resumed by the next process to claim them). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.timer) clearInterval(this.timer);
+    for (const { controller } of this.running.values()) controller.abort();
+    await Promise.all([...this.running.values()].map((r) => r.done));
+  }
+
+  private async run(job: ClaimedJob, signal: AbortSignal): Promise<void> {
+    const log = this.options.logger;
+    const lost = new AbortController();
+    const heartbeat = setInterval(
+      () => {
+        this.jobs
+          .heartbeat(job, this.options.leaseMs)
+          .then((held) => held || lost.abort())
+          .catch(() => undefined);
+      },
+      Math.max(100, Math.floor(this.options.leaseMs / 3)),
+    );
+    heartbeat.unref();
+    const stop = AbortSignal.any([signal, lost.signal]);
+    try {
+      const output = await this.export(job, stop);
+      await this.jobs.complete(job, output, this.options.ttlMs);
+      log?.info({ export_id: job.id, files: output.length }, 'export: completed');
+    } catch (error) {
+      if (signal.aborted) {
+        await this.jobs.release(job).catch(() => undefined);
+        log?.info({ export_id: job.id }, 'export: given back at shutdown');
+      } else if (error instanceof JobLostError || lost.signal.aborted) {
+        log?.info({ export_id: job.id }, 'export: cancelled or taken over, stopped');
+      } else {
+        log?.error({ err: error, export_id: job.id }, 'export: failed');
+        const reason = error instanceof Error ? error.message : String(error);
+        await this.jobs.fail(job, reason, this.options.ttlMs).catch(() => undefined);
+      }
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  /** Walks the job's types from its saved progress; answers the files written. */
+  private async export(job: ClaimedJob, stop: AbortSignal): Promise<OutputFile[]> {
+    const { spec } = job;
+    const window: SnapshotWindow = { until: job.transactionTime, since: spec.since };
+    const chunkBytes = this.options.chunkBytes ?? CHUNK_BYTES;
+    let progress: ExportProgress = job.progress;
+    const save = (next: ExportProgress, chunk?: { type: string; data: string; resources: number }) =>
+      this.jobs.save(
+        job,
+        next,
+        chunk && { ...chunk, fileNo: progress.fileNo, seq: progress.seq },
+        this.options.leaseMs,
+      );
+    while (progress.typeIndex < spec.types.length) {
+      const type = spec.types[progress.typeIndex];
+      const selection = selectionFor(this.db.dialect, this.catalog, this.compartment, spec, type, job.transactionTime);
+      const buffer = new ChunkBuffer();
+      let afterPk = progress.afterPk;
+      /** Writes the buffer as the file's next chunk, with the progress up to `pk`; closes a full file. */
+      const flush = async (pk: number, endOfType: boolean) => {
+        const { data, resources } = buffer.take();
+        const fileResources = progress.fileResources + resources;
+        const full = fileResources >= FILE_MAX_RESOURCES;
+        const closing = full || (endOfType && fileResources > 0);
+        const next: ExportProgress = {
+          ...progress,
+          afterPk: pk,
+          seq: closing ? 0 : progress.seq + 1,
+          fileNo: closing ? progress.fileNo + 1 : progress.fileNo,
+          fileResources: closing ? 0 : fileResources,
+          files: closing
+            ? [...progress.files, { type, fileNo: progress.fileNo, count: fileResources }]
+            : progress.files,
+          resources: progress.resources + resources,
+        };
+        await save(next, resources > 0 ? { type, data, resources } : undefined);
+        progress = next;
+      };
+      for (;;) {
+        if (stop.aborted) throw new StoppedError();
+        const page = await this.readPage(type, selection, window, afterPk, stop);
+        for (const row of page) {
+          // Per row, not per page: a shutdown does not wait for a page of history lookups.
+          if (stop.aborted) throw new StoppedError();
+          const pk = Number(row.pk);
+          afterPk = pk;
+          let content = rowContent(row, window);
+          if (content === 'history') content = await this.versionAt(pk, window, stop);
+          if (content === undefined) continue;
+          buffer.add(content);
+          if (buffer.bytes >= chunkBytes || progress.fileResources + buffer.lines.length >= FILE_MAX_RESOURCES) {
+            await flush(pk, false);
+          }
+        }
+        if (page.length === 0) break;
+      }
+      await flush(afterPk, true);
+      progress = { ...progress, typeIndex: progress.typeIndex + 1, afterPk: 0, fileNo: 1, seq: 0, fileResources: 0 };
+      await save(progress);
+    }
+    return [...progress.files];
+  }
+
+  private readPage(
+    type: string,
+    selection: ReturnType<typeof selectionFor>,
+    window: SnapshotWindow,
+    afterPk: number,
+    signal: AbortSignal,
+  ): Promise<PageRow[]> {
+    const statement = pageQuery(this.db.dialect, type, selection, window, afterPk);
+    return this.db.boundedQuery<PageRow>(statement.text, statement.params, this.budget(signal));
+  }
+
+  private async versionAt(pk: number, window: SnapshotWindow, signal: AbortSignal): Promise<string | undefined> {
+    const statement = versionAtQuery(pk, window.until);
+    const [version] = await this.db.boundedQuery<VersionRow>(statement.text, statement.params, this.budget(signal));
+    return versionContent(version, window);
+  }
+
+  private budget(signal: AbortSignal) {
+    return { deadline: performance.now() + PAGE_TIMEOUT_MS, limitMs: PAGE_TIMEOUT_MS, signal };
+  }
+}

@@ -1,0 +1,141 @@
+// Bulk Data export over HTTP (https://hl7.org/fhir/uv/bulkdata/STU2/export.html): the kick-off at the
+// system, Patient and Group levels, the status URL (GET: progress or manifest, DELETE: cancel) and the
+// NDJSON files. The thin adapter: the FHIR side lives in export/ (service.ts, runner.ts).
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../auth/principal.js';
+import type { R4Registry } from '../definitions/registry.js';
+import { AppError, operationOutcomeFor } from '../errors.js';
+import { patientCompartmentParams } from '../export/compartment.js';
+import { ExportJobs } from '../export/jobs.js';
+import { kickoffPairs, NDJSON, parsePrefer } from '../export/kickoff.js';
+import { ExportRunner } from '../export/runner.js';
+import { ExportService, RETRY_AFTER_SECONDS } from '../export/service.js';
+import type { ExportLevel } from '../export/selection.js';
+import type { FhirServices } from '../fhir/services.js';
+import { createSearchCatalog } from '../search/engine.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
+import { assertJsonFormat, FHIR_JSON } from './fhir-reply.js';
+
+export interface ExportRoutesOptions {
+  readonly services: FhirServices;
+  readonly definitions: R4Registry;
+  readonly authenticator: Authenticator;
+  readonly db: SqlDatabase;
+}
+
+/** Where an export's status lives; its files are below it. */
+export const STATUS_PATH = '/fhir/_export';
+
+export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOptions): Promise<void> {
+  const { services, db } = options;
+  const settings = services.config.export;
+  const catalog = createSearchCatalog(options.definitions, services.baseUrl);
+  const compartment = patientCompartmentParams();
+  const jobs = new ExportJobs(db);
+  const exports = new ExportService(services, db, jobs, catalog, compartment);
+  const leaseMs = settings.leaseSeconds * 1000;
+  const runner = new ExportRunner(db, jobs, catalog, compartment, {
+    workers: settings.workers,
+    leaseMs,
+    ttlMs: settings.ttlSeconds * 1000,
+    pollMs: Math.min(1000, leaseMs),
+    logger: app.log,
+  });
+  app.addHook('onReady', async () => runner.start());
+  // preClose: the database (closed by app.ts's onClose) is still open to give running jobs back.
+  app.addHook('preClose', async () => runner.stop());
+
+  app.addHook('onRequest', async (request, reply) => {
+    request.principal = await options.authenticator.authenticate(request, reply);
+  });
+
+  const statusUrl = (id: string) => `${services.config.publicUrl}${STATUS_PATH}/${id}`;
+
+  const kickoff = async (request: FastifyRequest, reply: FastifyReply, level: ExportLevel, groupId?: string) => {
+    assertJsonFormat(request);
+    const at = request.url.indexOf('?');
+    const query = at < 0 ? '' : request.url.slice(at + 1);
+    const prefer = request.headers.prefer;
+    const id = await exports.kickoff({
+      principal: request.principal!,
+      level,
+      groupId,
+      pairs: kickoffPairs(query, request.method === 'POST' ? request.body : undefined),
+      prefer: parsePrefer(Array.isArray(prefer) ? prefer.join(',') : prefer),
+      requestUrl: `${services.config.publicUrl}${request.url}`,
+    });
+    runner.wake();
+    return reply.code(202).header('Content-Location', statusUrl(id)).send();
+  };
+
+  for (const method of ['GET', 'POST'] as const) {
+    app.route({ method, url: '/fhir/$export', handler: (request, reply) => kickoff(request, reply, 'system') });
+    app.route({
+      method,
+      url: '/fhir/Patient/$export',
+      handler: (request, reply) => kickoff(request, reply, 'patient'),
+    });
+    app.route<{ Params: { id: string } }>({
+      method,
+      url: '/fhir/Group/:id/$export',
+      handler: (request, reply) => kickoff(request, reply, 'group', request.params.id),
+    });
+  }
+
+  // The kick-off paths would otherwise fall to the FHIR routes' `/fhir/:type[/:id]` (404 unknown type).
+  for (const url of ['/fhir/$export', '/fhir/Patient/$export', '/fhir/Group/:id/$export']) {
+    app.route({
+      method: ['PUT', 'PATCH', 'DELETE'],
+      url,
+      handler: async (request) => {
+        throw new AppError('method-not-allowed', `$export is kicked off with GET or POST, not ${request.method}`);
+      },
+    });
+  }
+
+  app.get<{ Params: { job: string } }>(`${STATUS_PATH}/:job`, async (request, reply) => {
+    assertJsonFormat(request);
+    const { job } = request.params;
+    const status = await exports.status(request.principal!, job, statusUrl(job));
+    if (status.state === 'in-progress') {
+      return reply
+        .code(202)
+        .header('X-Progress', status.progress)
+        .header('Retry-After', String(RETRY_AFTER_SECONDS))
+        .send();
+    }
+    if (status.state === 'failed') {
+      const error = new AppError('export-failed', `The export failed: ${status.error}`);
+      return reply
+        .code(error.status)
+        .type(FHIR_JSON)
+        .send(JSON.stringify(operationOutcomeFor(error)));
+    }
+    return reply
+      .code(200)
+      .header('Expires', new Date(status.expiresAt).toUTCString())
+      .type('application/json; charset=utf-8')
+      .send(JSON.stringify(status.manifest));
+  });
+
+  app.delete<{ Params: { job: string } }>(`${STATUS_PATH}/:job`, async (request, reply) => {
+    await exports.cancel(request.principal!, request.params.job);
+    const outcome = {
+      resourceType: 'OperationOutcome',
+      issue: [
+        {
+          severity: 'information',
+          code: 'informational',
+          diagnostics: 'The export was cancelled and its files removed',
+        },
+      ],
+    };
+    return reply.code(202).type(FHIR_JSON).send(JSON.stringify(outcome));
+  });
+
+  app.get<{ Params: { job: string; file: string } }>(`${STATUS_PATH}/:job/:file`, async (request, reply) => {
+    const chunks = await exports.file(request.principal!, request.params.job, request.params.file);
+    return reply.code(200).type(NDJSON).send(Readable.from(chunks));
+  });
+}

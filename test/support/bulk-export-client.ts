@@ -1,0 +1,96 @@
+// A Bulk Data client over app.inject, as the IG describes one: kick-off, poll the status URL until the
+// manifest, download the files with the bearer token.
+import type { FastifyInstance } from 'fastify';
+
+export interface Manifest {
+  transactionTime: string;
+  request: string;
+  requiresAccessToken: boolean;
+  output: { type: string; url: string; count: number }[];
+  error: unknown[];
+}
+
+export type Resource = { resourceType: string; id: string; meta?: { versionId?: string }; [k: string]: unknown };
+
+export const PREFER_ASYNC = { prefer: 'respond-async', accept: 'application/fhir+json' };
+
+/** The path of an absolute URL of the test app (inject takes paths). */
+export function pathOf(url: string): string {
+  const parsed = new URL(url);
+  return parsed.pathname + parsed.search;
+}
+
+export class BulkClient {
+  constructor(
+    private readonly app: FastifyInstance,
+    private readonly token: string,
+  ) {}
+
+  private get auth() {
+    return { authorization: `Bearer ${this.token}` };
+  }
+
+  kickoff(url: string, headers: Record<string, string> = {}, method: 'GET' | 'POST' = 'GET', body?: unknown) {
+    return this.app.inject({
+      method,
+      url,
+      headers: {
+        ...this.auth,
+        ...PREFER_ASYNC,
+        ...(body === undefined ? {} : { 'content-type': 'application/fhir+json' }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
+    });
+  }
+
+  /** Kicks off and answers the status URL; fails the test on anything but 202. */
+  async start(url: string, headers: Record<string, string> = {}): Promise<string> {
+    const res = await this.kickoff(url, headers);
+    if (res.statusCode !== 202) throw new Error(`kick-off ${url}: ${res.statusCode} ${res.body}`);
+    return String(res.headers['content-location']);
+  }
+
+  status(statusUrl: string) {
+    return this.app.inject({ method: 'GET', url: pathOf(statusUrl), headers: this.auth });
+  }
+
+  cancel(statusUrl: string) {
+    return this.app.inject({ method: 'DELETE', url: pathOf(statusUrl), headers: this.auth });
+  }
+
+  /** Polls until the manifest (200); fails on anything but 202 before it. */
+  async manifest(statusUrl: string, timeoutMs = 30_000): Promise<Manifest> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const res = await this.status(statusUrl);
+      if (res.statusCode === 200) return res.json() as Manifest;
+      if (res.statusCode !== 202) throw new Error(`status: ${res.statusCode} ${res.body}`);
+      if (Date.now() > deadline) throw new Error(`export not done after ${timeoutMs} ms: ${res.headers['x-progress']}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  file(url: string, token = this.token) {
+    return this.app.inject({
+      method: 'GET',
+      url: pathOf(url),
+      headers: { authorization: `Bearer ${token}`, accept: 'application/fhir+ndjson' },
+    });
+  }
+
+  /** Every resource of the manifest's files, by type. */
+  async resources(manifest: Manifest): Promise<Map<string, Resource[]>> {
+    const byType = new Map<string, Resource[]>();
+    for (const output of manifest.output) {
+      const res = await this.file(output.url);
+      if (res.statusCode !== 200) throw new Error(`file ${output.url}: ${res.statusCode} ${res.body}`);
+      const lines = res.body.split('\n').filter((line) => line !== '');
+      const resources = lines.map((line) => JSON.parse(line) as Resource);
+      byType.set(output.type, [...(byType.get(output.type) ?? []), ...resources]);
+    }
+    return byType;
+  }
+}
+
+export const ids = (resources: readonly Resource[] | undefined): string[] => (resources ?? []).map((r) => r.id).sort();

@@ -26,3 +26,16 @@ export function freePort() {
     });
   });
 }
+
+/** Resolves once the server at `url` answers GET /readyz (its database reachable); throws after 30 s. */
+export async function waitReady(url) {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if ((await fetch(`${url}/readyz`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('server did not become ready');
+}

@@ -3,7 +3,8 @@
 // Then, on a fresh database of its own, a synthetic data set of N resources (bench/synthetic.mjs): ingest
 // rate, size on disk and a search mix.
 // Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick] [--synthetic N] [--seed N]
-//                           [--no-workload] [--no-synthea] [--only workload,synthea,synthetic] [--keep-synthetic]
+//                           [--no-workload] [--no-synthea] [--no-scale] [--only workload,synthea,synthetic,scale]
+//                           [--keep-synthetic]
 //                           [--no-governance]
 //   With the workload on SQLite, the workload runs a second time with AMBIENT_SEARCH_WORKERS=0 (searches
 //   on the event loop, unbounded, as before the time budget: "sqlite-inline") and a table shows what
@@ -11,6 +12,8 @@
 //   --quick: 10x fewer requests and 20,000 synthetic resources (a smoke run; the numbers are not comparable).
 //   --synthetic N: resources in the synthetic data set (default 1,000,000; 0 skips that part).
 //   --only synthetic: just the synthetic part (same as --no-workload --no-synthea).
+//   Scale (bench/scale.mjs, PostgreSQL): the workload with 1 process, 2 processes and searches on a replica,
+//   on a primary and standby of its own (needs the machine's PostgreSQL programs; skipped without them).
 //   --keep-synthetic: keep the generated NDJSON and the synthetic SQLite database (their paths are printed).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench" and
 // "bench_synthetic" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
@@ -22,7 +25,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { syntheticExport } from './export.mjs';
-import { freePort, run } from './processes.mjs';
+import { freePort, run, waitReady } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { databaseBytes, generateSynthetic, importSynthetic, syntheticChecks, syntheticMix } from './synthetic.mjs';
 
@@ -44,6 +47,7 @@ const parts = {
   workload: only ? only.includes('workload') : !args.includes('--no-workload'),
   synthea: only ? only.includes('synthea') : !args.includes('--no-synthea'),
   synthetic: only ? only.includes('synthetic') : true,
+  scale: only ? only.includes('scale') : !args.includes('--no-scale') && backends.includes('postgres'),
 };
 if (
   parts.synthea &&
@@ -79,18 +83,6 @@ const MEDPLUM = {
   W3_search_encByPatient_c8: 919,
   W3_search_patRevinclude_c8: 785,
 };
-
-async function waitReady(url) {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('server did not become ready');
-}
 
 function peakRssMb(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -425,4 +417,14 @@ if (generated) {
       2,
     ),
   );
+}
+if (parts.scale) {
+  // Its own process, through tsx: it shares the test suites' PostgreSQL server set-up (TypeScript).
+  console.error('scale: the workload with 1 and 2 processes and with a replica, on PostgreSQL...');
+  const scaleArgs = ['--import', 'tsx', join(ROOT, 'bench', 'scale.mjs'), ...(quick ? ['--quick'] : [])];
+  const report = (await run(process.execPath, scaleArgs))
+    .split('\n')
+    .filter((line) => !line.startsWith('scale: '))
+    .join('\n');
+  console.log(`\nScale (PostgreSQL): processes and replicas\n\n${report.trim()}`);
 }

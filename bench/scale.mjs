@@ -13,7 +13,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { freePort, run } from './processes.mjs';
+import { freePort, run, waitReady } from './processes.mjs';
 import { postgresServersUnavailable, removeServers, startPrimary, startStandby } from '../test/support/pg-servers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -26,18 +26,6 @@ const SETUPS = [
   { name: '2 processes', args: ['--workers', '2'], replica: false },
   { name: '1 process + replica', args: [], replica: true },
 ];
-
-async function waitReady(url) {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('server did not become ready');
-}
 
 async function freshDatabase(server, name) {
   const client = new pg.Client({ connectionString: server.url });

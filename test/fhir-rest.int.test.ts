@@ -1,7 +1,7 @@
 // The FHIR REST interactions of the foundation, through HTTP as a client sees them, on both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
-import { startTestApp } from './support/test-app.js';
+import { startTestApp, TEST_PROCESSES } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 
 const FHIR_JSON = 'application/fhir+json';
@@ -310,6 +310,10 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
       const unsupported = await post('/fhir/Patient', 'resourceType=Patient', 'text/plain');
       expect(unsupported.statusCode).toBe(415);
       expect(unsupported.json().resourceType).toBe('OperationOutcome');
+      // Through the `processes` project's front the 413 cannot be relayed: the server answers before the
+      // body is in and closes, so the front's own upload to it fails. A real proxy buffers; the int
+      // project checks the 413 against the server itself.
+      if (TEST_PROCESSES > 1) return;
       const big = JSON.stringify({ resourceType: 'Basic', code: { text: 'x'.repeat(t.config.maxBodyBytes) } });
       const tooLarge = await post('/fhir/Basic', big);
       expect(tooLarge.statusCode).toBe(413);

@@ -67,7 +67,8 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
   /** Every accepted write reads back exactly as it was answered. */
   const expectReadsBack = async (res: { statusCode: number; body: string }) => {
     const stored = JSON.parse(res.body) as { resourceType: string; id: string };
-    const read = await send('GET', `/fhir/${stored.resourceType}/${stored.id}`);
+    // As FHIR JSON: a Binary is otherwise answered as its raw content.
+    const read = await send('GET', `/fhir/${stored.resourceType}/${stored.id}`, undefined, { accept: FHIR_JSON });
     expect(read.statusCode).toBe(200);
     expect(read.json()).toEqual(stored);
   };

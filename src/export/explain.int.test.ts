@@ -9,6 +9,7 @@ import type { SearchTestEnv } from '../../test/support/search-env.js';
 import { FIXTURE } from '../../test/support/search-fixtures.js';
 import { raw } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
+import { loadR4Definitions } from '../definitions/registry.js';
 import { patientCompartmentParams } from './compartment.js';
 import { selectionFor } from './selection.js';
 import type { ExportSpec } from './selection.js';
@@ -99,7 +100,14 @@ describe.each(BACKENDS)('export query plans on %s', (backend) => {
   afterAll(async () => env?.dispose());
 
   it.each(SHAPES)('walks a page of the %s export from indexes', async (_name, spec, type, indexes) => {
-    const selection = selectionFor(env.db.dialect, env.engine.catalog, patientCompartmentParams(), spec, type, 0);
+    const selection = selectionFor(
+      env.db.dialect,
+      env.engine.catalog,
+      patientCompartmentParams(loadR4Definitions()),
+      spec,
+      type,
+      0,
+    );
     for (const since of [undefined, window.since]) {
       const page = pageQuery(env.db.dialect, type, selection, { until: window.until, since }, 42);
       assertIndexed(backend, await explain(env, page), indexes);

@@ -31,7 +31,7 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
   const { services, db } = options;
   const settings = services.config.export;
   const catalog = createSearchCatalog(options.definitions, services.baseUrl);
-  const compartment = patientCompartmentParams();
+  const compartment = patientCompartmentParams(options.definitions);
   const jobs = new ExportJobs(db);
   const exports = new ExportService(services, db, jobs, catalog, compartment);
   const leaseMs = settings.leaseSeconds * 1000;

@@ -7,11 +7,6 @@ import type { SqlDatabase } from './sql/database.js';
 export class WritePositions {
   constructor(private readonly db: SqlDatabase) {}
 
-  /** Whether the database has positions to record (PostgreSQL). */
-  get tracked(): boolean {
-    return this.db.dialect.writePosition !== undefined;
-  }
-
   /** Records the primary's position now, after the account's write committed. */
   async record(accountId: string): Promise<void> {
     const position = this.db.dialect.writePosition;

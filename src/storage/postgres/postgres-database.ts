@@ -236,11 +236,6 @@ export class PostgresDatabase implements SqlDatabase {
     return pools;
   }
 
-  /** For metrics and tests: the replicas and how far behind each is. */
-  replicaStatus(): { url: string; healthy: boolean; lagMs: number }[] {
-    return this.replicas?.status() ?? [];
-  }
-
   private get choosesServer(): boolean {
     return this.targets.urls.length > 1 || this.targets.targetSessionAttrs !== 'any';
   }

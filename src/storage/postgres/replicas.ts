@@ -118,7 +118,7 @@ export class ReplicaSet {
     if (state) state.healthy = false;
   }
 
-  /** For metrics and tests: each replica's state. */
+  /** Each replica's state (what `choose` decides from). */
   status(): { url: string; healthy: boolean; lagMs: number }[] {
     return this.states.map(({ url, healthy, lagMs }) => ({ url, healthy, lagMs }));
   }

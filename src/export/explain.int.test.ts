@@ -7,6 +7,7 @@ import { BACKENDS } from '../../test/support/databases.js';
 import { createSearchTestEnv } from '../../test/support/search-env.js';
 import type { SearchTestEnv } from '../../test/support/search-env.js';
 import { FIXTURE } from '../../test/support/search-fixtures.js';
+import { refreshSearchStatistics } from '../search/engine.js';
 import { raw } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
 import { loadR4Definitions } from '../definitions/registry.js';
@@ -95,7 +96,7 @@ describe.each(BACKENDS)('export query plans on %s', (backend) => {
   beforeAll(async () => {
     env = await createSearchTestEnv(backend);
     for (const resource of FIXTURE) await env.store.update(structuredClone(resource));
-    if (backend === 'postgres') await env.db.execute('ANALYZE');
+    await refreshSearchStatistics(env.db, false);
   });
   afterAll(async () => env?.dispose());
 

@@ -7,6 +7,7 @@ import { BACKENDS } from '../../test/support/databases.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { compartmentCriterion, memberTypes } from './compartment.js';
 import { everythingTypes, parseEverything, planEverything } from './everything.js';
+import { refreshSearchStatistics } from './engine.js';
 import { parseSearch } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
@@ -110,7 +111,7 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
   beforeAll(async () => {
     env = await createSearchTestEnv(backend);
     for (const resource of FIXTURE) await env.store.update(structuredClone(resource));
-    if (backend === 'postgres') await env.db.execute('ANALYZE');
+    await refreshSearchStatistics(env.db, false);
   });
 
   afterAll(async () => {

@@ -18,6 +18,16 @@ export const BROTLI_QUALITY = 4;
 /** gzip level 6 (zlib's default): within a few per cent of level 9's size at a fraction of its time. */
 export const GZIP_LEVEL = 6;
 
+/**
+ * Bodies up to this size (every search page, read and write answer of the comparison workload) are
+ * compressed in one call on the event loop, larger ones and streams through a zlib stream on the thread
+ * pool. @fastify/compress's own default on 2 cores is 8 KB, which sends a 9 KB search page through the
+ * stream path: a stream, a pipeline and an AbortSignal per response cost more than the compression
+ * itself and halved the search rate (docs/benchmarks.md, "Compression"). At 64 KB one call takes
+ * ~0.3 ms (brotli 4 or gzip 6), so the event loop is never held for longer.
+ */
+export const SYNC_COMPRESSION_MAX_BYTES = 64 * 1024;
+
 export async function registerCompression(app: FastifyInstance): Promise<void> {
   await app.register(compress, {
     global: true,
@@ -26,6 +36,7 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
     globalDecompression: false,
     encodings: ['br', 'gzip'],
     threshold: COMPRESSION_THRESHOLD_BYTES,
+    syncThreshold: SYNC_COMPRESSION_MAX_BYTES,
     brotliOptions: { params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } },
     zlibOptions: { level: GZIP_LEVEL },
   });

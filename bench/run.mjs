@@ -1,5 +1,7 @@
 // npm run bench: the comparison workload (bench/workload.mjs, a copy of the one shared with other servers' runs) against our server, on SQLite
-// and on PostgreSQL, printed as a table beside Medplum's numbers from the same workload.
+// and on PostgreSQL, then the targets of issue 13 (bench/targets.mjs): each phase against Medplum's numbers
+// from the same workload, scaled to this machine by the calibration line of this run (bench/calibrate.mjs,
+// run before and after), the import rates and the memory, each marked met or NOT MET.
 // Then, on a fresh database of its own, a synthetic data set of N resources (bench/synthetic.mjs): ingest
 // rate, size on disk and a search mix.
 // Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick] [--synthetic N] [--seed N]
@@ -27,6 +29,7 @@ import pg from 'pg';
 import { syntheticExport } from './export.mjs';
 import { freePort, run, waitReady } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
+import { calibrate, targetsReport } from './targets.mjs';
 import { databaseBytes, generateSynthetic, importSynthetic, syntheticChecks, syntheticMix } from './synthetic.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -70,19 +73,6 @@ if (parts.workload && backends.includes('sqlite') && !args.includes('--no-govern
 }
 /** The database a bench run uses: `sqlite-inline` is SQLite with AMBIENT_SEARCH_WORKERS=0. */
 const databaseOf = (backend) => (backend.startsWith('sqlite') ? 'sqlite' : 'postgres');
-
-// Medplum 5.0.10 on a machine of the same kind, medians of 4 runs (recorded with the comparison workload;
-// docs/benchmarks.md: that machine was about 3x faster than the live side-by-side run, so scale before comparing).
-const MEDPLUM = {
-  W1_create_patient_seq: 222,
-  W1_create_patient_c8: 431,
-  W2_search_name_c8: 444,
-  W2_search_postal_c8: 444,
-  W2_search_genderBirth_c8: 609,
-  W3_create_encounter_c8: 491,
-  W3_search_encByPatient_c8: 919,
-  W3_search_patRevinclude_c8: 785,
-};
 
 function peakRssMb(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -236,21 +226,14 @@ async function benchBackend(backend, generated) {
 
 function table(runs) {
   const phases = Object.keys(runs[0].results).filter((k) => /^W\d_/.test(k));
-  const header = [
-    'phase',
-    ...runs.flatMap((r) => [`${r.backend} ops/s`, 'p50 ms', 'p99 ms', 'server CPU ms/op']),
-    'Medplum ops/s',
-    ...runs.map((r) => `${r.backend} / Medplum`),
-  ];
+  const header = ['phase', ...runs.flatMap((r) => [`${r.backend} ops/s`, 'p50 ms', 'p99 ms', 'server CPU ms/op'])];
   const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`];
   for (const phase of phases) {
     const cells = runs.flatMap((r) => {
       const p = r.results[phase];
       return [p.perSec, p.lat.p50, p.lat.p99, p.cpu.serverCpuMsPerOp];
     });
-    const medplum = MEDPLUM[phase];
-    const ratios = runs.map((r) => (medplum ? `${(r.results[phase].perSec / medplum).toFixed(1)}x` : ''));
-    lines.push(`| ${[phase, ...cells, medplum ?? '', ...ratios].join(' | ')} |`);
+    lines.push(`| ${[phase, ...cells].join(' | ')} |`);
   }
   lines.push('', runs.map((r) => `${r.backend}: server peak RSS ${r.peakRssMb} MB`).join('; '));
   return lines.join('\n');
@@ -347,6 +330,10 @@ if (parts.workload && !existsSync(WORKLOAD)) {
   console.error(`The comparison workload is not at ${WORKLOAD} (set AMBIENT_BENCH_WORKLOAD).`);
   process.exit(1);
 }
+// The calibration line of this run (bench/calibrate.mjs), before the servers run and again after: the
+// targets compare against numbers from other machines only through it.
+console.error('calibrating (bench/calibrate.mjs)...');
+const calibrations = [await calibrate(ROOT)];
 // Generated once for every backend: the same seed gives the same files anyway.
 let generated;
 if (parts.synthetic) {
@@ -379,6 +366,7 @@ try {
   if (generated && !args.includes('--keep-synthetic')) rmSync(generated.dir, { recursive: true, force: true });
   else if (generated) console.error(`Synthetic NDJSON kept in ${generated.dir}`);
 }
+calibrations.push(await calibrate(ROOT));
 console.log(
   `\nambient-fhir, ${cpus().length} cores (${cpus()[0].model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}${quick ? ', QUICK run' : ''}\n`,
 );
@@ -418,6 +406,34 @@ if (generated) {
     ),
   );
 }
+console.log(
+  targetsReport({
+    calibrations,
+    workloads: Object.fromEntries(
+      runs.filter((r) => r.results && r.backend !== 'sqlite-inline').map((r) => [r.backend, r.results]),
+    ),
+    imports: runs.flatMap((r) => [
+      ...(r.synthea ? [{ backend: r.backend, label: 'the Synthea fixtures', ...r.synthea.ingest }] : []),
+      ...(r.synthetic
+        ? [{ backend: r.backend, label: `${r.synthetic.ingest.resources} synthetic resources`, ...r.synthetic.ingest }]
+        : []),
+    ]),
+    serverRss: runs.flatMap((r) => [
+      ...(r.peakRssMb && r.backend !== 'sqlite-inline'
+        ? [{ backend: r.backend, label: 'the comparison workload and the Synthea mix', peakRssMb: r.peakRssMb }]
+        : []),
+      ...(r.synthetic
+        ? [
+            {
+              backend: r.backend,
+              label: 'the synthetic data set (mix and export)',
+              peakRssMb: r.synthetic.serverPeakRssMb,
+            },
+          ]
+        : []),
+    ]),
+  }),
+);
 if (parts.scale) {
   // Its own process, through tsx: it shares the test suites' PostgreSQL server set-up (TypeScript).
   console.error('scale: the workload with 1 and 2 processes and with a replica, on PostgreSQL...');

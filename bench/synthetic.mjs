@@ -565,7 +565,7 @@ export async function generateSynthetic(dir, total, seed = 1) {
 
 // Printed by the import process as it exits: its peak RSS, which the benchmark cannot read from outside
 // once the process is gone.
-const PEAK_RSS = `data:text/javascript,${encodeURIComponent(
+export const PEAK_RSS = `data:text/javascript,${encodeURIComponent(
   "import { writeSync } from 'node:fs'; process.on('exit', () => writeSync(2, `\\npeak-rss-kb ${process.resourceUsage().maxRSS}\\n`));",
 )}`;
 

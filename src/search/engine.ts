@@ -128,6 +128,10 @@ export function createSearchEngine(
       statistics.wrote();
       return writer.write(tx, pk, type, resource, isNew);
     },
+    newRows: (type, resource) => {
+      statistics.wrote();
+      return writer.newRows(type, resource);
+    },
   };
   let secret: Promise<string> | undefined;
   // Read through the executor the search runs on: inside a transaction, never wait for another

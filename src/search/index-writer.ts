@@ -6,6 +6,7 @@
 // already stored (perhaps before the limit existed) must stay searchable.
 import { MAX_INDEX_ROWS_PER_RESOURCE } from '../storage/index-limits.js';
 import type { SqlExecutor, SqlValue } from '../storage/sql/database.js';
+import type { NewResourceRows } from '../storage/sql/dialect.js';
 import type { FhirResource, IndexWriter } from '../storage/store.js';
 import type { SearchCatalog } from './catalog.js';
 import type { IndexTable } from './tables.js';
@@ -21,6 +22,18 @@ export class SearchIndexWriter implements IndexWriter {
     }
     if (!resource) return;
     await this.insert(tx, [{ pk, type, resource }], MAX_INDEX_ROWS_PER_RESOURCE);
+  }
+
+  newRows(type: string, resource: FhirResource): NewResourceRows[] {
+    if (!this.catalog.registry.isResourceType(type)) return [];
+    const sink = this.catalog.extract(resource as FhirResource & { resourceType: string }, MAX_INDEX_ROWS_PER_RESOURCE);
+    return [...sink.rows].map(([table, rows]) => ({
+      table,
+      pkColumn: 'pk',
+      columns: ['sp', 'grp', ...INDEX_TABLES[table].columns],
+      pgTypes: INDEX_TABLES[table].pgTypes.slice(1),
+      rows,
+    }));
   }
 
   /** Rebuilds the rows of many resources (null: deleted, rows removed) in a few statements. */

@@ -49,5 +49,21 @@ describe('LinkWriter', () => {
     await expect(refused).rejects.toBeInstanceOf(AppError);
     await expect(refused).rejects.toMatchObject({ code: 'too-many-index-rows', status: 422 });
     expect(statements).toEqual([]);
+    // So are the rows of a new resource, asked for before its one-statement create.
+    expect(() => writer.newRows('Group', withReferences(MAX_INDEX_ROWS_PER_RESOURCE + 1))).toThrow(
+      expect.objectContaining({ code: 'too-many-index-rows', status: 422 }),
+    );
+    expect(writer.newRows('Group', withReferences(2))).toEqual([
+      {
+        table: 'resource_link',
+        pkColumn: 'source_pk',
+        columns: ['target_type', 'target_id'],
+        pgTypes: ['text', 'text'],
+        rows: [
+          ['Patient', 'p0'],
+          ['Patient', 'p1'],
+        ],
+      },
+    ]);
   });
 });

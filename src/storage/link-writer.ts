@@ -3,6 +3,7 @@
 // not links to resources of this server.
 import { MAX_INDEX_ROWS_PER_RESOURCE, tooManyIndexRows } from './index-limits.js';
 import type { SqlExecutor } from './sql/database.js';
+import type { NewResourceRows } from './sql/dialect.js';
 import type { FhirResource, IndexWriter } from './store.js';
 
 /** The `Type/id` pairs a resource refers to on this server, each once. */
@@ -41,16 +42,26 @@ export class LinkWriter implements IndexWriter {
   ): Promise<void> {
     if (!isNew) await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
     if (!resource) return;
-    const links = localReferences(resource, this.baseUrl);
-    if (links.length > MAX_INDEX_ROWS_PER_RESOURCE) {
-      throw tooManyIndexRows(resource.resourceType, 'distinct references to resources of this server');
-    }
     // Through the dialect: one statement of a fixed text on PostgreSQL (a VALUES list per link count would
     // prepare a statement per count, and stop at 65,535 parameters), chunks under SQLite's limit.
-    const rows = links.map((link) => [pk, link.type, link.id]);
+    const rows = this.links(resource).map((link) => [pk, link.type, link.id]);
     const insert = { table: 'resource_link', columns: LINK_COLUMNS, pgTypes: LINK_PG_TYPES, rows };
     for (const statement of tx.dialect.insertRows([insert])) {
       await tx.execute(statement.sql, statement.params);
     }
+  }
+
+  newRows(_type: string, resource: FhirResource): NewResourceRows[] {
+    const rows = this.links(resource).map((link) => [link.type, link.id]);
+    const [pkColumn, ...columns] = LINK_COLUMNS;
+    return [{ table: 'resource_link', pkColumn, columns, pgTypes: LINK_PG_TYPES.slice(1), rows }];
+  }
+
+  private links(resource: FhirResource): { type: string; id: string }[] {
+    const links = localReferences(resource, this.baseUrl);
+    if (links.length > MAX_INDEX_ROWS_PER_RESOURCE) {
+      throw tooManyIndexRows(resource.resourceType, 'distinct references to resources of this server');
+    }
+    return links;
   }
 }

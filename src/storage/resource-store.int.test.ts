@@ -146,6 +146,9 @@ describe.each(BACKENDS)('ResourceStore on %s', (backend) => {
       write: async () => {
         throw new Error('index failure');
       },
+      newRows: () => {
+        throw new Error('index failure');
+      },
     };
     const failingStore = new SqlResourceStore(db, [failing]);
     const id = `atomic-${randomUUID()}`;
@@ -154,23 +157,45 @@ describe.each(BACKENDS)('ResourceStore on %s', (backend) => {
     expect((await store.history({ type: 'Patient', id, count: 10 })).versions).toEqual([]);
   });
 
-  it('gives index writers the stored resource in the same transaction', async () => {
-    const seen: { pk: number; meta: unknown }[] = [];
+  it('gives index writers the stored resource: its rows when created, then its removal in the same transaction', async () => {
+    const seen: { pk?: number; meta: unknown }[] = [];
     const recording: IndexWriter = {
       write: async (tx, pk, _type, resource) => {
-        const [row] = await tx.query<{ version: number }>('SELECT version FROM resource WHERE pk = ?', [pk]);
-        expect(row.version).toBe(
-          Number((resource?.meta as { versionId?: string } | undefined)?.versionId ?? row.version),
-        );
+        const [row] = await tx.query<{ deleted: number }>('SELECT deleted FROM resource WHERE pk = ?', [pk]);
+        expect(row.deleted).toBe(1);
         seen.push({ pk, meta: resource?.meta ?? null });
+      },
+      newRows: (_type, resource) => {
+        seen.push({ meta: resource.meta });
+        return [];
       },
     };
     const recordingStore = new SqlResourceStore(db, [recording]);
     const { stored } = await recordingStore.create(patient('Indexed'));
     await recordingStore.delete('Patient', stored.id);
     expect(seen).toHaveLength(2);
-    expect(seen[0].pk).toBe(seen[1].pk);
+    expect(seen[0].meta).toEqual({ versionId: '1', lastUpdated: new Date(stored.lastUpdated).toISOString() });
     expect(seen[1].meta).toBeNull();
+  });
+
+  it('writes nothing of a create whose index rows the database refuses', async () => {
+    const refused: IndexWriter = {
+      write: async () => undefined,
+      // A NULL where idx_string requires a value: the database refuses the row, and with it the create.
+      newRows: () => [
+        {
+          table: 'idx_string',
+          pkColumn: 'pk',
+          columns: ['sp', 'grp', 'norm', 'exact'],
+          pgTypes: ['bigint', 'int', 'text', 'text'],
+          rows: [[1, 0, null, 'x']],
+        },
+      ],
+    };
+    const id = `refused-${randomUUID()}`;
+    await expect(new SqlResourceStore(db, [refused]).create(patient('Refused'), { id })).rejects.toThrow();
+    expect(await store.read('Patient', id)).toBeUndefined();
+    expect((await store.history({ type: 'Patient', id, count: 10 })).versions).toEqual([]);
   });
 
   it('commits a multi-resource transaction together, or nothing of it', async () => {

@@ -3,6 +3,7 @@
 // written twice.
 
 import type { SqlExecutor } from './sql/database.js';
+import type { NewResourceRows } from './sql/dialect.js';
 
 export type FhirResource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<
   string,
@@ -60,6 +61,11 @@ export interface HistoryPage {
 export interface IndexWriter {
   /** `isNew`: the resource row was just inserted, so it has no index rows to remove yet. */
   write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null, isNew: boolean): Promise<void>;
+  /**
+   * The rows a new resource adds, without its pk (not known yet): for a backend that inserts the resource
+   * and all its rows in one statement (Dialect.insertNewResource). Refuses what `write` refuses.
+   */
+  newRows(type: string, resource: FhirResource): NewResourceRows[];
 }
 
 export interface UpdateOptions {

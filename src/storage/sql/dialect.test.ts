@@ -41,21 +41,78 @@ describe('insertRows', () => {
   });
 });
 
-describe('insertFirstVersion', () => {
-  it('PostgreSQL: the resource row and its history row in one statement, the content bound once', () => {
-    const { insert, then } = postgresDialect.insertFirstVersion('Patient', 'a', 1, '{}');
+describe('insertNewResource', () => {
+  const rows = [
+    {
+      table: 'idx_string',
+      pkColumn: 'pk',
+      columns: ['sp', 'grp', 'norm', 'exact'],
+      pgTypes: ['bigint', 'int', 'text', 'text'],
+      rows: [
+        [5, 0, 'a', 'A'],
+        [6, 1, 'b', 'B'],
+      ],
+    },
+    {
+      table: 'idx_token',
+      pkColumn: 'pk',
+      columns: ['sp', 'grp', 'system', 'code', 'text'],
+      pgTypes: ['bigint', 'int', 'text', 'text', 'text'],
+      rows: [],
+    },
+    {
+      table: 'resource_link',
+      pkColumn: 'source_pk',
+      columns: ['target_type', 'target_id'],
+      pgTypes: ['text', 'text'],
+      rows: [['Patient', 'p1']],
+    },
+  ];
+
+  it('PostgreSQL: the resource, its history row and every table with rows in one statement, each taking the new pk', () => {
+    const { insert, then } = postgresDialect.insertNewResource('Patient', 'a', 1, '{}', rows);
     expect(insert.sql).toMatch(
       /^WITH r AS \(INSERT INTO resource .* RETURNING pk, .*\), h AS \(INSERT INTO resource_history/,
     );
-    expect(insert.params).toEqual(['Patient', 'a', 1, '{}']);
+    expect(insert.sql).toContain(
+      'i0 AS (INSERT INTO idx_string (pk, sp, grp, norm, exact) SELECT r.pk, u.* FROM r, unnest(?::bigint[], ?::int[], ?::text[], ?::text[]) AS u)',
+    );
+    expect(insert.sql).toContain(
+      'i1 AS (INSERT INTO resource_link (source_pk, target_type, target_id) SELECT r.pk, u.* FROM r, unnest(?::text[], ?::text[]) AS u)',
+    );
+    expect(insert.sql).not.toContain('idx_token');
+    expect(insert.sql.endsWith(' SELECT pk FROM r')).toBe(true);
+    // The content bound once; then one array per column.
+    expect(insert.params).toEqual([
+      'Patient',
+      'a',
+      1,
+      '{}',
+      [5, 6],
+      [0, 1],
+      ['a', 'b'],
+      ['A', 'B'],
+      ['Patient'],
+      ['p1'],
+    ]);
     expect(then(7)).toEqual([]);
+    expect(postgresDialect.createIsOneStatement).toBe(true);
   });
-  it('SQLite: the history row copied from the inserted row by its pk', () => {
-    const { insert, then } = sqliteDialect.insertFirstVersion('Patient', 'a', 1, '{}');
+
+  it('SQLite: the history row copied from the inserted row by its pk, then the rows with the pk put first', () => {
+    const { insert, then } = sqliteDialect.insertNewResource('Patient', 'a', 1, '{}', rows);
     expect(insert.params).toEqual(['Patient', 'a', 1, '{}']);
-    const [history] = then(7);
+    const [history, strings, links, ...rest] = then(7);
     expect(history.sql).toContain('FROM resource WHERE pk = ?');
     expect(history.params).toEqual([7]);
+    expect(strings.sql).toBe(
+      'INSERT INTO idx_string (pk, sp, grp, norm, exact) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)',
+    );
+    expect(strings.params).toEqual([7, 5, 0, 'a', 'A', 7, 6, 1, 'b', 'B']);
+    expect(links.sql).toBe('INSERT INTO resource_link (source_pk, target_type, target_id) VALUES (?, ?, ?)');
+    expect(links.params).toEqual([7, 'Patient', 'p1']);
+    expect(rest).toEqual([]);
+    expect(sqliteDialect.createIsOneStatement).toBe(false);
   });
 });
 

@@ -77,16 +77,25 @@ export interface Dialect {
    */
   refreshStatistics(tables: readonly string[], afterBulkLoad: boolean): string[];
   /**
-   * A new resource row (version 1, not deleted) and its first history row (`create`): `insert` answers
-   * `pk`, then `then(pk)` runs. PostgreSQL: one statement (a data-modifying WITH, the content sent once),
-   * one round trip; SQLite: the history row copied from the row by its pk, a second statement.
+   * A created resource: its row (version 1, not deleted), its first history row, and `rows` (the index
+   * and link rows, each table's without its pk column, which takes the new pk). `insert` answers `pk`,
+   * then each statement of `then(pk)` runs. PostgreSQL: all of it one statement (a data-modifying WITH,
+   * the content sent once, each table's rows as `unnest` arrays), one round trip; SQLite: the history
+   * row copied from the row by its pk, then multi-row INSERTs as `insertRows`.
    */
-  insertFirstVersion(
+  insertNewResource(
     type: string,
     id: string,
     lastUpdated: number,
     content: string,
+    rows: readonly NewResourceRows[],
   ): { insert: { sql: string; params: SqlValue[] }; then: (pk: number) => { sql: string; params: SqlValue[] }[] };
+  /**
+   * True where `insertNewResource` is a single statement: a create outside a transaction then commits on
+   * its own, without BEGIN and COMMIT (PostgreSQL: two round trips instead of five). SQLite's creates go
+   * through its group commit instead, which shares one WAL fsync between concurrent writes.
+   */
+  readonly createIsOneStatement: boolean;
   /**
    * A subquery (one `?`: a JSON array of integers) yielding each integer: the frontier of an include,
    * bound per round into one statement text compiled once.
@@ -123,6 +132,21 @@ export interface RowInsert {
   readonly columns: readonly string[];
   readonly pgTypes: readonly string[];
   readonly rows: readonly (readonly SqlValue[])[];
+}
+
+/** A new resource's rows for one table, without the pk column `pkColumn` (its value is not known yet). */
+export interface NewResourceRows extends RowInsert {
+  readonly pkColumn: string;
+}
+
+/** The rows with the new resource's pk put first. */
+function withPk(rows: readonly NewResourceRows[], pk: number): RowInsert[] {
+  return rows.map(({ table, pkColumn, columns, pgTypes, rows: values }) => ({
+    table,
+    columns: [pkColumn, ...columns],
+    pgTypes: ['bigint', ...pgTypes],
+    rows: values.map((row) => [pk, ...row]),
+  }));
 }
 
 /** PostgreSQL's SQLSTATE for a statement cancelled (statement_timeout, pg_cancel_backend). */
@@ -164,18 +188,22 @@ export const sqliteDialect: Dialect = {
   refreshStatistics: () => [],
   jsonIntegers: 'SELECT value FROM json_each(?)',
   jsonTexts: 'SELECT value FROM json_each(?)',
-  insertFirstVersion: (type, id, lastUpdated, content) => ({
-    insert: {
-      sql: 'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
-      params: [type, id, lastUpdated, content],
-    },
-    then: (pk) => [
-      {
-        sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM resource WHERE pk = ?`,
-        params: [pk],
+  insertNewResource(type, id, lastUpdated, content, rows) {
+    return {
+      insert: {
+        sql: 'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
+        params: [type, id, lastUpdated, content],
       },
-    ],
-  }),
+      then: (pk) => [
+        {
+          sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM resource WHERE pk = ?`,
+          params: [pk],
+        },
+        ...sqliteDialect.insertRows(withPk(rows, pk)),
+      ],
+    };
+  },
+  createIsOneStatement: false,
   deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
   totalEstimate: { kind: 'capped-count', cap: 10_000 },
   transactionStatementTimeout: undefined,
@@ -219,13 +247,24 @@ export const postgresDialect: Dialect = {
   probeSuffix: ' OFFSET 0',
   jsonIntegers: 'SELECT jsonb_array_elements_text(?::jsonb)::bigint',
   jsonTexts: 'SELECT jsonb_array_elements_text(?::jsonb)',
-  insertFirstVersion: (type, id, lastUpdated, content) => ({
-    insert: {
-      sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content), h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r) SELECT pk FROM r`,
-      params: [type, id, lastUpdated, content],
-    },
-    then: () => [],
-  }),
+  insertNewResource(type, id, lastUpdated, content, rows) {
+    const present = rows.filter((r) => r.rows.length > 0);
+    const arrays = present.flatMap(({ columns, rows: values }) => columns.map((_, c) => values.map((row) => row[c])));
+    const insertRows = present.map(
+      ({ table, pkColumn, columns, pgTypes }, i) =>
+        `, i${i} AS (INSERT INTO ${table} (${pkColumn}, ${columns.join(', ')}) SELECT r.pk, u.* FROM r, unnest(${pgTypes
+          .map((t) => `?::${t}[]`)
+          .join(', ')}) AS u)`,
+    );
+    return {
+      insert: {
+        sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content), h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r)${insertRows.join('')} SELECT pk FROM r`,
+        params: [type, id, lastUpdated, content, ...(arrays as unknown as SqlValue[])],
+      },
+      then: () => [],
+    };
+  },
+  createIsOneStatement: true,
   refreshStatistics: (tables, afterBulkLoad) => [
     `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
   ],

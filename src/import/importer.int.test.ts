@@ -120,4 +120,40 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     ]);
     expect(summary.failures[1].reason).toContain('Basic.code');
   });
+
+  it('with several transactions in flight, loads an NDJSON file as one at a time would', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
+    const file = join(dir, 'Basic.ndjson');
+    const basic = (id: string, text: string, extra: Record<string, unknown> = {}) =>
+      JSON.stringify({ resourceType: 'Basic', id, code: { text }, ...extra });
+    writeFileSync(
+      file,
+      [
+        basic('flight-1', 'first'),
+        basic('flight-2', 'a'),
+        basic('flight-3', 'a'),
+        basic('flight-4', 'a'),
+        JSON.stringify({ resourceType: 'Basic', id: 'flight-bad' }), // line 5: fails its chunk
+        basic('flight-6', 'a', { subject: { reference: 'Basic/flight-3' } }),
+        basic('flight-7', 'a'),
+        basic('flight-8', 'a'),
+        basic('flight-1', 'last'), // line 9: the same resource again, in a later chunk
+        basic('flight-10', 'a'),
+      ].join('\n'),
+    );
+    // Chunks of two lines, three in flight: lines 1-2, 3-4 and 5-6 run together.
+    const summary = await new Importer(services, { chunkSize: 2, concurrency: 3 }).importFiles(findSourceFiles([file]));
+    expect(summary.failures.map((f) => f.line)).toEqual([5]);
+    expect(summary.resources).toBe(9);
+    const first = await search('Basic', '_id=flight-1');
+    expect(first.entry?.[0].resource.code.text).toBe('last');
+    expect(first.entry?.[0].resource.meta.versionId).toBe('2');
+    const all = await search(
+      'Basic',
+      '_id=flight-1,flight-2,flight-3,flight-4,flight-6,flight-7,flight-8,flight-10&_count=20',
+    );
+    expect(all.entry).toHaveLength(8);
+    const referring = await search('Basic', 'subject=Basic/flight-3');
+    expect(referring.entry?.map((e) => e.resource.id)).toEqual(['flight-6']);
+  });
 });

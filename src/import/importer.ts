@@ -6,6 +6,7 @@ import { ADMINISTRATOR } from '../auth/administrator.js';
 import { AppError } from '../errors.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
+import { ChunkPipeline } from './pipeline.js';
 import { readJsonText, readLines } from './sources.js';
 import type { SourceFile } from './sources.js';
 
@@ -56,14 +57,25 @@ function entryFor(resource: Json): Entry {
     : { resource, request: { method: 'POST', url: type } };
 }
 
+export interface ImporterOptions {
+  /** NDJSON lines per transaction. */
+  readonly chunkSize?: number;
+  /**
+   * NDJSON transactions in flight at once (ChunkPipeline): more than one only where the database writes
+   * concurrent transactions in parallel (Dialect.concurrentWriters).
+   */
+  readonly concurrency?: number;
+}
+
 export class Importer {
   private readonly request: FhirRequest;
+  private readonly chunkSize: number;
+  private readonly concurrency: number;
 
-  constructor(
-    services: FhirServices,
-    private readonly chunkSize = 250,
-  ) {
+  constructor(services: FhirServices, options: ImporterOptions = {}) {
     this.request = { services, principal: ADMINISTRATOR };
+    this.chunkSize = options.chunkSize ?? 250;
+    this.concurrency = options.concurrency ?? 1;
   }
 
   async importFiles(
@@ -119,28 +131,42 @@ export class Importer {
   }
 
   private async importNdjson(path: string, summary: ImportSummary, report: () => void): Promise<void> {
+    const pipeline = new ChunkPipeline(this.concurrency);
+    const failuresBefore = summary.failures.length;
     let chunk: { line: number; entry: Entry }[] = [];
     const flush = async () => {
       if (chunk.length === 0) return;
       const lines = chunk;
       chunk = [];
-      try {
-        const response = await bundleInteraction(
-          this.request,
-          { resourceType: 'Bundle', type: 'transaction', entry: lines.map((l) => l.entry) },
-          { returnResources: false },
-        );
-        this.count(path, response.body, summary, (entry) => ({ line: lines[entry].line }));
-      } catch {
+      const where = (entry: number) => ({ line: lines[entry].line });
+      const keys = new Set(lines.flatMap((l) => (l.entry.request.method === 'PUT' ? [l.entry.request.url] : [])));
+      await pipeline.add(
+        keys,
+        async () => {
+          try {
+            const response = await bundleInteraction(
+              this.request,
+              { resourceType: 'Bundle', type: 'transaction', entry: lines.map((l) => l.entry) },
+              { returnResources: false },
+            );
+            this.count(path, response.body, summary, where);
+            report();
+            return true;
+          } catch {
+            return false;
+          }
+        },
         // One bad line fails its whole transaction: load the lines one by one to find it and keep the rest.
-        await this.writeBatch(
-          path,
-          lines.map((l) => l.entry),
-          summary,
-          (entry) => ({ line: lines[entry].line }),
-        );
-      }
-      report();
+        async () => {
+          await this.writeBatch(
+            path,
+            lines.map((l) => l.entry),
+            summary,
+            where,
+          );
+          report();
+        },
+      );
     };
     for await (const { line, text } of readLines(path)) {
       let resource: Json;
@@ -158,6 +184,10 @@ export class Importer {
       if (chunk.length >= Math.min(this.chunkSize, this.request.services.config.maxBundleEntries)) await flush();
     }
     await flush();
+    await pipeline.drain();
+    // Chunks finish in any order: the file's failures are reported in line order, as read.
+    const failures = summary.failures.splice(failuresBefore);
+    summary.failures.push(...failures.sort((a, b) => (a.line ?? 0) - (b.line ?? 0)));
   }
 
   /** Entries as a batch: each succeeds or fails on its own. */

@@ -97,6 +97,11 @@ export interface Dialect {
    */
   readonly createIsOneStatement: boolean;
   /**
+   * True where concurrent transactions write in parallel (PostgreSQL's backends), so a bulk load gains by
+   * keeping several in flight; SQLite runs every write on the one writer connection in the event loop.
+   */
+  readonly concurrentWriters: boolean;
+  /**
    * A subquery (one `?`: a JSON array of integers) yielding each integer: the frontier of an include,
    * bound per round into one statement text compiled once.
    */
@@ -204,6 +209,7 @@ export const sqliteDialect: Dialect = {
     };
   },
   createIsOneStatement: false,
+  concurrentWriters: false,
   deleteByPk: (tables, pk) => tables.map((table) => ({ sql: `DELETE FROM ${table} WHERE pk = ?`, params: [pk] })),
   totalEstimate: { kind: 'capped-count', cap: 10_000 },
   transactionStatementTimeout: undefined,
@@ -265,6 +271,7 @@ export const postgresDialect: Dialect = {
     };
   },
   createIsOneStatement: true,
+  concurrentWriters: true,
   refreshStatistics: (tables, afterBulkLoad) => [
     `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
   ],

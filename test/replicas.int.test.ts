@@ -1,7 +1,8 @@
-// Searches on a streaming replica (DATABASE_READ_URLS) with read-your-writes, for real: a primary and
-// an asynchronous standby started by the test. Pausing the standby's replay makes visible who answers:
-// an account that never wrote gets the replica's (older) view, the account that wrote sees its write,
-// a replica that lags too long or stops answering is skipped.
+// Reads on a streaming replica (DATABASE_READ_URLS) with read-your-writes, for real: a primary and an
+// asynchronous standby started by the test. Searches, reads by id, versions and history go to the
+// replica, and so does export work. Pausing the standby's replay makes visible who answers: an account
+// that never wrote gets the replica's (older) view, the account that wrote sees its write, an export
+// sees everything written before it started, a replica that lags too long or stops answering is skipped.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
@@ -10,6 +11,7 @@ import { assembleApp } from '../src/assemble.js';
 import { AccountStore } from '../src/auth/accounts.js';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/storage/open-database.js';
+import { BulkClient } from './support/bulk-export-client.js';
 import { postgresServersUnavailable, removeServers, startPrimary, startStandby } from './support/pg-servers.js';
 import type { PgServer } from './support/pg-servers.js';
 
@@ -28,7 +30,7 @@ async function onServer(url: string, text: string): Promise<void> {
   }
 }
 
-describe.skipIf(unavailable)('searches on a streaming replica', () => {
+describe.skipIf(unavailable)('reads on a streaming replica', () => {
   let primary: PgServer;
   let standby: PgServer;
   let app: FastifyInstance;
@@ -52,7 +54,7 @@ describe.skipIf(unavailable)('searches on a streaming replica', () => {
     expect(res.statusCode).toBe(200);
     return res.json().total as number;
   };
-  const create = async (family: string) => {
+  const create = async (family: string): Promise<string> => {
     const res = await app.inject({
       method: 'POST',
       url: '/fhir/Patient',
@@ -60,7 +62,10 @@ describe.skipIf(unavailable)('searches on a streaming replica', () => {
       payload: { resourceType: 'Patient', name: [{ family }] },
     });
     expect(res.statusCode).toBe(201);
+    return res.json().id as string;
   };
+  const statusOf = async (headers: Record<string, string>, url: string): Promise<number> =>
+    (await app.inject({ url, headers })).statusCode;
 
   beforeAll(async () => {
     primary = await startPrimary();
@@ -91,11 +96,26 @@ describe.skipIf(unavailable)('searches on a streaming replica', () => {
     await expect.poll(() => families(reader, 'Before'), { timeout: 10_000 }).toBe(1);
 
     await onServer(standby.url, 'SELECT pg_wal_replay_pause()');
-    await create('Paused');
+    const paused = await create('Paused');
     // The writer's search needs its write: the paused replica has not replayed it, so the primary answers.
     expect(await families(writer, 'Paused')).toBe(1);
     // The reader never wrote: the replica answers, with what it has replayed (not the new Patient).
     expect(await families(reader, 'Paused')).toBe(0);
+    // Reads by id, versions and history the same way.
+    for (const url of [
+      `/fhir/Patient/${paused}`,
+      `/fhir/Patient/${paused}/_history/1`,
+      `/fhir/Patient/${paused}/_history`,
+    ]) {
+      expect(await statusOf(writer, url), url).toBe(200);
+      expect(await statusOf(reader, url), url).toBe(404);
+    }
+    // An export started now reads on a replica only once it has replayed everything before the start:
+    // the paused one has not, so the primary serves the export, and the new Patient is in it.
+    const readerToken = reader.authorization.slice('Bearer '.length);
+    const bulk = new BulkClient(app, readerToken);
+    const manifest = await bulk.manifest(await bulk.start('/fhir/Patient/$export'));
+    expect((await bulk.resources(manifest)).get('Patient')?.map((p) => p.id)).toContain(paused);
 
     // Once the replica lags more than allowed it is skipped for everyone.
     await new Promise((resolve) => setTimeout(resolve, MAX_LAG_MS + 1000));

@@ -7,7 +7,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.js';
 import type { SearchCatalog } from '../search/catalog.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
+import type { ReadAfter, ReadBudget, SqlDatabase } from '../storage/sql/database.js';
+import { currentWritePosition } from '../storage/write-positions.js';
 import type { ClaimedJob, ExportJobs, ExportProgress, OutputFile } from './jobs.js';
 import { JobLostError } from './jobs.js';
 import { selectionFor } from './selection.js';
@@ -148,6 +149,10 @@ export class ExportRunner {
   private async export(job: ClaimedJob, stop: AbortSignal): Promise<OutputFile[]> {
     const { spec } = job;
     const window: SnapshotWindow = { until: job.transactionTime, since: spec.since };
+    // With read replicas, the pages are read on one that has replayed everything committed before the
+    // job (re)started, so nothing written before its transactionTime is missing.
+    const position = await currentWritePosition(this.db);
+    const readAfter: ReadAfter | undefined = position === undefined ? undefined : () => Promise.resolve(position);
     const chunkBytes = this.options.chunkBytes ?? CHUNK_BYTES;
     let progress: ExportProgress = job.progress;
     const save = (next: ExportProgress, chunk?: { type: string; data: string; resources: number }) =>
@@ -184,14 +189,14 @@ export class ExportRunner {
       };
       for (;;) {
         if (stop.aborted) throw new StoppedError();
-        const page = await this.readPage(type, selection, window, afterPk, stop);
+        const page = await this.readPage(type, selection, window, afterPk, stop, readAfter);
         for (const row of page) {
           // Per row, not per page: a shutdown does not wait for a page of history lookups.
           if (stop.aborted) throw new StoppedError();
           const pk = Number(row.pk);
           afterPk = pk;
           let content = rowContent(row, window);
-          if (content === 'history') content = await this.versionAt(pk, window, stop);
+          if (content === 'history') content = await this.versionAt(pk, window, stop, readAfter);
           if (content === undefined) continue;
           buffer.add(content);
           if (buffer.bytes >= chunkBytes || progress.fileResources + buffer.lines.length >= FILE_MAX_RESOURCES) {
@@ -213,18 +218,28 @@ export class ExportRunner {
     window: SnapshotWindow,
     afterPk: number,
     signal: AbortSignal,
+    readAfter: ReadAfter | undefined,
   ): Promise<PageRow[]> {
     const statement = pageQuery(this.db.dialect, type, selection, window, afterPk);
-    return this.db.boundedQuery<PageRow>(statement.text, statement.params, this.budget(signal));
+    return this.db.boundedQuery<PageRow>(statement.text, statement.params, this.budget(signal, readAfter));
   }
 
-  private async versionAt(pk: number, window: SnapshotWindow, signal: AbortSignal): Promise<string | undefined> {
+  private async versionAt(
+    pk: number,
+    window: SnapshotWindow,
+    signal: AbortSignal,
+    readAfter: ReadAfter | undefined,
+  ): Promise<string | undefined> {
     const statement = versionAtQuery(pk, window.until);
-    const [version] = await this.db.boundedQuery<VersionRow>(statement.text, statement.params, this.budget(signal));
+    const [version] = await this.db.boundedQuery<VersionRow>(
+      statement.text,
+      statement.params,
+      this.budget(signal, readAfter),
+    );
     return versionContent(version, window);
   }
 
-  private budget(signal: AbortSignal) {
-    return { deadline: performance.now() + PAGE_TIMEOUT_MS, limitMs: PAGE_TIMEOUT_MS, signal };
+  private budget(signal: AbortSignal, readAfter: ReadAfter | undefined): ReadBudget {
+    return { deadline: performance.now() + PAGE_TIMEOUT_MS, limitMs: PAGE_TIMEOUT_MS, signal, readAfter };
   }
 }

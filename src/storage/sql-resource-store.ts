@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
 import { checkReferentialIntegrity, WriteSet } from './referential-integrity.js';
 import { SerializationError, UniqueViolationError } from './sql/database.js';
-import type { SqlDatabase, SqlExecutor } from './sql/database.js';
+import type { ReadAfter, SqlDatabase, SqlExecutor, SqlValue } from './sql/database.js';
 import type {
   CurrentResource,
   FhirResource,
   HistoryPage,
   HistoryQuery,
   IndexWriter,
+  ReplicaReads,
   ResourceStore,
   StoredVersion,
   UpdateOptions,
@@ -113,8 +114,12 @@ export class SqlResourceStore implements ResourceStore {
     return this.write((tx, writes) => this.insertNew(tx, writes, resource, id));
   }
 
-  async read(type: string, id: string, options: { lock?: boolean } = {}): Promise<CurrentResource | undefined> {
-    const [row] = await this.db.query<ResourceRow>(
+  async read(
+    type: string,
+    id: string,
+    options: { lock?: boolean } & ReplicaReads = {},
+  ): Promise<CurrentResource | undefined> {
+    const [row] = await this.reader(options.lock ? undefined : options.readAfter)<ResourceRow>(
       `SELECT pk, type, id, version, last_updated, deleted, content FROM resource WHERE type = ? AND id = ?${
         options.lock ? this.db.dialect.forUpdate : ''
       }`,
@@ -132,8 +137,13 @@ export class SqlResourceStore implements ResourceStore {
     };
   }
 
-  async vread(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
-    const [row] = await this.db.query<HistoryRow>(
+  async vread(
+    type: string,
+    id: string,
+    versionId: number,
+    options: ReplicaReads = {},
+  ): Promise<StoredVersion | undefined> {
+    const [row] = await this.reader(options.readAfter)<HistoryRow>(
       `SELECT h.seq, h.type, h.id, h.version, h.last_updated, h.operation, h.content
          FROM resource r JOIN resource_history h ON h.pk = r.pk
         WHERE r.type = ? AND r.id = ? AND h.version = ?`,
@@ -183,8 +193,9 @@ export class SqlResourceStore implements ResourceStore {
   async history(query: HistoryQuery): Promise<HistoryPage> {
     const where: string[] = [];
     const params: (string | number)[] = [];
+    const read = this.reader(query.readAfter);
     if (query.type && query.id) {
-      const [row] = await this.db.query<{ pk: number }>('SELECT pk FROM resource WHERE type = ? AND id = ?', [
+      const [row] = await read<{ pk: number }>('SELECT pk FROM resource WHERE type = ? AND id = ?', [
         query.type,
         query.id,
       ]);
@@ -203,7 +214,7 @@ export class SqlResourceStore implements ResourceStore {
       where.push('(last_updated < ? OR (last_updated = ? AND seq < ?))');
       params.push(query.after.lastUpdated, query.after.lastUpdated, query.after.seq);
     }
-    const rows = await this.db.query<HistoryRow>(
+    const rows = await read<HistoryRow>(
       `SELECT seq, type, id, version, last_updated, operation, content FROM resource_history
         ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
         ORDER BY last_updated DESC, seq DESC LIMIT ?`,
@@ -215,6 +226,18 @@ export class SqlResourceStore implements ResourceStore {
       versions: page.map(toVersion),
       next: rows.length > query.count && last ? { lastUpdated: last.last_updated, seq: last.seq } : undefined,
     };
+  }
+
+  /**
+   * How a read runs: on a replica that has replayed `readAfter` where the caller gives one (outside a
+   * transaction), else as any statement of this store.
+   */
+  private reader(readAfter: ReadAfter | undefined): <T>(sql: string, params: readonly SqlValue[]) => Promise<T[]> {
+    const db = this.db;
+    if (readAfter && !this.writes && 'replicaQuery' in db) {
+      return (sql, params) => db.replicaQuery(sql, params, readAfter);
+    }
+    return (sql, params) => db.query(sql, params);
   }
 
   private async lockCurrent(tx: SqlExecutor, type: string, id: string): Promise<ResourceRow | undefined> {

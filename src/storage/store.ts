@@ -2,7 +2,7 @@
 // SqlResourceStore, serves both SQLite and PostgreSQL through the SqlDatabase interface, so no query is
 // written twice.
 
-import type { SqlExecutor } from './sql/database.js';
+import type { ReadAfter, SqlExecutor } from './sql/database.js';
 import type { NewResourceRows } from './sql/dialect.js';
 
 export type FhirResource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<
@@ -46,6 +46,17 @@ export interface HistoryQuery {
   readonly count: number;
   /** Continue strictly after (older than) this position. */
   readonly after?: HistoryCursor;
+  /** A replica may answer once it has replayed this (ReplicaReads). */
+  readonly readAfter?: ReadAfter;
+}
+
+/**
+ * A read that a streaming replica may answer (DATABASE_READ_URLS), for a request: `readAfter` gives the
+ * write position of the reading account, which the replica must have replayed (read-your-writes).
+ * Without it, and inside a transaction, the primary answers.
+ */
+export interface ReplicaReads {
+  readonly readAfter?: ReadAfter;
 }
 
 export interface HistoryPage {
@@ -80,8 +91,8 @@ export interface ResourceStore {
    * The current version. With `lock` inside transaction(), the row stays locked until the transaction
    * ends, so a read-modify-write (PATCH) cannot lose a concurrent update.
    */
-  read(type: string, id: string, options?: { lock?: boolean }): Promise<CurrentResource | undefined>;
-  vread(type: string, id: string, versionId: number): Promise<StoredVersion | undefined>;
+  read(type: string, id: string, options?: { lock?: boolean } & ReplicaReads): Promise<CurrentResource | undefined>;
+  vread(type: string, id: string, versionId: number, options?: ReplicaReads): Promise<StoredVersion | undefined>;
   update(resource: FhirResource & { id: string }, options?: UpdateOptions): Promise<WriteResult>;
   /** Returns undefined when the resource never existed; deleting a deleted resource changes nothing. */
   delete(type: string, id: string): Promise<StoredVersion | undefined>;

@@ -7,13 +7,16 @@ import type { SqlDatabase } from './sql/database.js';
 export class WritePositions {
   constructor(private readonly db: SqlDatabase) {}
 
-  /** Records the primary's position now, after the account's write committed. */
+  /**
+   * Records the primary's position now, after the account's write committed. Two requests of one account
+   * may record out of order: the later position stays.
+   */
   async record(accountId: string): Promise<void> {
     const position = this.db.dialect.writePosition;
     if (position === undefined) return;
     await this.db.execute(
-      `INSERT INTO account_write_position (account_id, position) VALUES (?, ${position})
-       ON CONFLICT (account_id) DO UPDATE SET position = excluded.position`,
+      `INSERT INTO account_write_position (account_id, position) VALUES (?, ${position.now})
+       ON CONFLICT (account_id) DO UPDATE SET position = ${position.later('account_write_position.position', 'excluded.position')}`,
       [accountId],
     );
   }
@@ -27,6 +30,17 @@ export class WritePositions {
     );
     return row?.position;
   }
+}
+
+/**
+ * The primary's position now, or undefined where none is tracked: what a replica must have replayed to
+ * see everything committed so far (an export's snapshot, export/runner.ts).
+ */
+export async function currentWritePosition(db: SqlDatabase): Promise<string | undefined> {
+  const position = db.dialect.writePosition;
+  if (position === undefined) return undefined;
+  const [row] = await db.query<{ position: string }>(`SELECT ${position.now} AS position`);
+  return row?.position;
 }
 
 /** A PostgreSQL WAL position (`16/B374D848`) as a number, to compare two of them; undefined when malformed. */

@@ -57,14 +57,16 @@ export async function historyInteraction(
     }
   }
   if (id !== undefined) assertValidId(id);
+  // With read replicas, one that has replayed this account's last write may answer.
+  const readAfter = request.budget?.readAfter;
   if (type && id) {
-    const current = await request.services.store.read(type, id);
+    const current = await request.services.store.read(type, id, { readAfter });
     if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
   }
   const count = parseCount(params._count);
   const since = params._since ? parseInstantParameter('_since', params._since) : undefined;
   const after = params._cursor ? decodeCursor(params._cursor) : undefined;
-  const page = await request.services.store.history({ type, id, since, count, after });
+  const page = await request.services.store.history({ type, id, since, count, after, readAfter });
 
   const path = [request.services.baseUrl, type, id, '_history'].filter(Boolean).join('/');
   const linkFor = (cursor?: HistoryCursor): string => {

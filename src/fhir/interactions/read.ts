@@ -20,7 +20,7 @@ export async function readInteraction(
 ): Promise<FhirResponse> {
   requireAccess(request, 'read', type);
   assertValidId(id);
-  const current = await request.services.store.read(type, id);
+  const current = await request.services.store.read(type, id, { readAfter: request.budget?.readAfter });
   if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
   if (current.deleted) {
     throw new AppError('resource-deleted', `${type}/${id} was deleted`, {

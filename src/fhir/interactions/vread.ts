@@ -14,7 +14,7 @@ export async function vreadInteraction(
   requireAccess(request, 'read', type);
   assertValidId(id);
   const versionId = parseVersionId(rawVersionId);
-  const version = await request.services.store.vread(type, id, versionId);
+  const version = await request.services.store.vread(type, id, versionId, { readAfter: request.budget?.readAfter });
   if (!version) throw new AppError('version-not-found', `${type}/${id} has no version ${versionId}`);
   if (version.operation === 'delete') {
     throw new AppError('resource-deleted', `Version ${versionId} of ${type}/${id} is its deletion`);

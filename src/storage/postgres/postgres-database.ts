@@ -7,7 +7,7 @@ import {
   SerializationError,
   UniqueViolationError,
 } from '../sql/database.js';
-import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
+import type { ReadAfter, ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { PG_QUERY_CANCELED, postgresDialect } from '../sql/dialect.js';
 import { ReplicaSet } from './replicas.js';
 import { parsePostgresTargets } from './targets.js';
@@ -344,6 +344,24 @@ export class PostgresDatabase implements SqlDatabase {
       }
     }
     return this.run(true, (pools) => this.boundedQueryOn(pools, sql, params, budget));
+  }
+
+  async replicaQuery<T = Row>(sql: string, params: readonly SqlValue[] = [], after?: ReadAfter): Promise<T[]> {
+    if (this.replicas) {
+      const replica = this.replicas.choose(after ? await after() : undefined);
+      if (replica !== undefined) {
+        try {
+          return await new ClientExecutor(this.replicaPools(replica).main, !this.transactionPooling).query<T>(
+            sql,
+            params,
+          );
+        } catch (error) {
+          if (!isConnectionLost(error)) throw error;
+          this.replicas.failed(replica);
+        }
+      }
+    }
+    return this.query<T>(sql, params);
   }
 
   private async boundedQueryOn<T>(

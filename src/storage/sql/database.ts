@@ -28,7 +28,7 @@ export interface ReadBudget {
    * Where the reader's own last write stands (write-positions.ts), asked only when a replica could
    * answer the read: a replica serves it only once it has replayed that far (read-your-writes).
    */
-  readonly readAfter?: () => Promise<string | undefined>;
+  readonly readAfter?: ReadAfter;
 }
 
 /** A bounded read stopped at its deadline, or because it was aborted; the statement no longer runs. */
@@ -49,6 +49,9 @@ export function budgetLeft(budget: ReadBudget): number {
   return remaining;
 }
 
+/** The write position a replica must have replayed before it may answer (storage/write-positions.ts). */
+export type ReadAfter = () => Promise<string | undefined>;
+
 export interface SqlDatabase extends SqlExecutor {
   /**
    * Runs a read-only statement (a search) within `budget`, away from the writer: on SQLite on a read
@@ -56,6 +59,12 @@ export interface SqlDatabase extends SqlExecutor {
    * the deadline or abort. Throws BudgetExceededError when stopped.
    */
   boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]>;
+  /**
+   * A read outside any transaction (a resource by id, a version, history) that a streaming replica may
+   * answer: on PostgreSQL with DATABASE_READ_URLS one that has replayed `after()` (the reading account's
+   * last write position) and lags less than allowed, else the primary; elsewhere the same as query().
+   */
+  replicaQuery<T = Row>(sql: string, params: readonly SqlValue[], after?: ReadAfter): Promise<T[]>;
   /** Starts what bounded reads need (the SQLite read workers) ahead of the first search. */
   warmUp(): Promise<void>;
   /**

@@ -39,10 +39,11 @@ export interface Dialect {
    */
   readonly adhocStatement: string;
   /**
-   * The expression for the database's write position now (PostgreSQL's WAL position as text), for
-   * read-your-writes on replicas (storage/write-positions.ts); undefined where there are no replicas.
+   * The database's write position, for read-your-writes on replicas (storage/write-positions.ts):
+   * `now` the expression for the position now (PostgreSQL's WAL position as text), `later(a, b)` the
+   * expression for the later of two; undefined where there are no replicas.
    */
-  readonly writePosition: string | undefined;
+  readonly writePosition: { readonly now: string; later(a: string, b: string): string } | undefined;
   /**
    * Statements inserting rows into one or more tables, as few as the backend allows: on PostgreSQL
    * one statement for all of them (each table an `unnest` in a data-modifying WITH, so a write's index
@@ -223,7 +224,10 @@ export const postgresDialect: Dialect = {
   bigint: 'BIGINT',
   forUpdate: ' FOR UPDATE',
   transactionLock: 'SELECT pg_advisory_xact_lock(hashtext(?))',
-  writePosition: 'pg_current_wal_lsn()::text',
+  writePosition: {
+    now: 'pg_current_wal_lsn()::text',
+    later: (a, b) => `GREATEST((${a})::pg_lsn, (${b})::pg_lsn)::text`,
+  },
   placeholders: (sql) => {
     let n = 0;
     return sql.replace(/\?/g, () => `$${++n}`);

@@ -167,6 +167,11 @@ export class SqliteDatabase implements SqlDatabase {
     return this.query<T>(sql, params);
   }
 
+  /** One file, no replicas: the reader connection answers, as for any read. */
+  replicaQuery<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
+    return this.query<T>(sql, params);
+  }
+
   async warmUp(): Promise<void> {
     await this.readPool?.start();
   }

@@ -120,24 +120,23 @@ export function targetsReport({ calibrations, workloads, imports, serverRss }) {
       2,
     )}; its p99s (recorded on a machine about 3x the live one) by ${MEDPLUM_RECORDED_P99.httpRps} / ${hereRps}.\n`,
   ];
+  const rows = Object.entries(workloads).flatMap(([backend, results]) => phaseTargets(backend, results, hereRps));
   const header = ['phase', 'database', 'ops/s', 'Medplum here', 'ratio', 'target', 'p99 ms', 'Medplum p99 here', ''];
-  lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
-  for (const [backend, results] of Object.entries(workloads)) {
-    for (const row of phaseTargets(backend, results, hereRps)) {
-      lines.push(
-        `| ${[
-          row.phase,
-          backend,
-          row.perSec,
-          row.medplumPerSec,
-          `${row.ratio}x`,
-          `${row.targetRatio}x${TARGETS[backend].p99BelowMedplum ? ', p99 below' : ''}`,
-          row.p99,
-          row.medplumP99,
-          mark(row.met),
-        ].join(' | ')} |`,
-      );
-    }
+  if (rows.length > 0) lines.push(`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`);
+  for (const row of rows) {
+    lines.push(
+      `| ${[
+        row.phase,
+        row.backend,
+        row.perSec,
+        row.medplumPerSec,
+        `${row.ratio}x`,
+        `${row.targetRatio}x${TARGETS[row.backend].p99BelowMedplum ? ', p99 below' : ''}`,
+        row.p99,
+        row.medplumP99,
+        mark(row.met),
+      ].join(' | ')} |`,
+    );
   }
   lines.push('');
   for (const { backend, label, perSec, peakRssMb } of imports) {

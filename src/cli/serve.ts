@@ -11,6 +11,7 @@ import { databaseFailure, isDatabaseAccessError, listenFailure, oneLine, reason,
 import { loadCliConfig } from './startup.js';
 import { DatabaseUnavailableError } from '../storage/sql/database.js';
 import { SHUTDOWN_MESSAGE, superviseWorkers } from './cluster.js';
+import { limitHeapGrowth } from './heap.js';
 import type { CommandHelp } from './usage.js';
 import { answerHelp, usageError } from './usage.js';
 
@@ -132,6 +133,7 @@ export function createServeCommand(io: CliIo = processIo()): Command {
       if (workers > 1 && cluster.isPrimary) {
         return superviseWorkers({ workers, logger, shareRateLimits: !config.redisUrl });
       }
+      limitHeapGrowth();
       let app: FastifyInstance;
       try {
         app = await assembleApp(config, logger);

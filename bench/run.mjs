@@ -30,7 +30,7 @@ import { syntheticExport } from './export.mjs';
 import { freePort, run, waitReady } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { calibrate, targetsReport } from './targets.mjs';
-import { databaseBytes, generateSynthetic, importSynthetic, syntheticChecks, syntheticMix } from './synthetic.mjs';
+import { databaseBytes, generateSynthetic, syntheticChecks, syntheticMix, timedImport } from './synthetic.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
@@ -190,7 +190,7 @@ async function benchSynthetic(backend, generated) {
   const env = { DATABASE_URL: databaseUrlText, LOG_LEVEL: 'warn' };
   const password = await createAccount(env);
   console.error(`${backend}: importing ${generated.resources} synthetic resources...`);
-  const ingest = await importSynthetic(BIN, env, generated.files);
+  const ingest = await timedImport(BIN, env, generated.files);
   const bytes = await databaseBytes(backend === 'sqlite' ? databaseUrlText : POSTGRES_URL, 'bench_synthetic');
   const server = await startServer(env);
   try {

@@ -3,9 +3,7 @@
 // token, date, reference, chain, _has, include and sorted paging.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { run } from './processes.mjs';
-import { PEAK_RSS } from './synthetic.mjs';
+import { timedImport } from './synthetic.mjs';
 import { getJson, timeSearch } from './timed-search.mjs';
 
 /** Loads the fixtures with the import command; answers resources, resources/s and the import's peak RSS. */
@@ -14,17 +12,7 @@ export async function importSynthea(bin, env, fixtures, quick) {
   const ndjson = join(fixtures, 'synthea-bulk-ndjson', '10-patients');
   const paths = [ndjson, bundles].filter((p) => existsSync(p));
   if (quick) paths.splice(paths.indexOf(bundles), 1);
-  const started = performance.now();
-  const output = await run(process.execPath, [`--import=${PEAK_RSS}`, bin, 'import', ...paths], { env });
-  const seconds = (performance.now() - started) / 1000;
-  const loaded = Number(/Loaded (\d+) resources/.exec(output)?.[1] ?? 0);
-  const peakKb = Number(/peak-rss-kb (\d+)/.exec(output)?.[1] ?? 0);
-  return {
-    resources: loaded,
-    seconds: +seconds.toFixed(1),
-    perSec: Math.round(loaded / seconds),
-    peakRssMb: peakKb ? Math.round(peakKb / 1024) : undefined,
-  };
+  return timedImport(bin, env, paths);
 }
 
 /** Runs each search of the mix `n` times with `concurrency` clients. */

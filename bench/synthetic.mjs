@@ -565,14 +565,14 @@ export async function generateSynthetic(dir, total, seed = 1) {
 
 // Printed by the import process as it exits: its peak RSS, which the benchmark cannot read from outside
 // once the process is gone.
-export const PEAK_RSS = `data:text/javascript,${encodeURIComponent(
+const PEAK_RSS = `data:text/javascript,${encodeURIComponent(
   "import { writeSync } from 'node:fs'; process.on('exit', () => writeSync(2, `\\npeak-rss-kb ${process.resourceUsage().maxRSS}\\n`));",
 )}`;
 
-/** Loads the generated files with the import command; answers resources, seconds, resources/s and peak RSS. */
-export async function importSynthetic(bin, env, files) {
+/** Runs the import command on `paths`; answers resources, seconds, resources/s and its peak RSS. */
+export async function timedImport(bin, env, paths) {
   const started = performance.now();
-  const output = await run(process.execPath, [`--import=${PEAK_RSS}`, bin, 'import', ...files], { env });
+  const output = await run(process.execPath, [`--import=${PEAK_RSS}`, bin, 'import', ...paths], { env });
   const seconds = (performance.now() - started) / 1000;
   const loaded = Number(/Loaded (\d+) resources/.exec(output)?.[1] ?? 0);
   const peakKb = Number(/peak-rss-kb (\d+)/.exec(output)?.[1] ?? 0);

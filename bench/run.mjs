@@ -41,6 +41,20 @@ const WORKLOAD = process.env.AMBIENT_BENCH_WORKLOAD ?? join(ROOT, 'bench', 'work
 const FIXTURES = process.env.AMBIENT_FIXTURES ?? join(ROOT, 'test', 'fixtures');
 const POSTGRES_URL = process.env.AMBIENT_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const args = process.argv.slice(2);
+if (args.includes('--help') || args.includes('-h')) {
+  // The usage is the header comment of this file.
+  const header = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
+  console.log(
+    header
+      .slice(
+        0,
+        header.findIndex((line) => !line.startsWith('//')),
+      )
+      .map((line) => line.replace(/^\/\/ ?/, ''))
+      .join('\n'),
+  );
+  process.exit(0);
+}
 const quick = args.includes('--quick');
 const backendsArg = args[args.indexOf('--backends') + 1];
 const backends = args.includes('--backends') ? backendsArg.split(',') : ['sqlite', 'postgres'];

@@ -124,9 +124,9 @@ export function createSearchEngine(
   const estimate = options.estimate ?? ((plan: Plan, run: StatementRunner) => estimator.estimate(plan, run));
   const writer = new SearchIndexWriter(catalog);
   const indexWriter: IndexWriter = {
-    write: (tx, pk, type, resource, isNew) => {
+    write: (tx, pk, type, resource) => {
       statistics.wrote();
-      return writer.write(tx, pk, type, resource, isNew);
+      return writer.write(tx, pk, type, resource);
     },
     newRows: (type, resource) => {
       statistics.wrote();

@@ -15,11 +15,8 @@ import { INDEX_TABLES, TABLE_NAMES } from './tables.js';
 export class SearchIndexWriter implements IndexWriter {
   constructor(private readonly catalog: SearchCatalog) {}
 
-  async write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null, isNew = false): Promise<void> {
-    // A new row (a new pk) has nothing to delete.
-    if (!isNew) {
-      for (const statement of tx.dialect.deleteByPk(TABLE_NAMES, pk)) await tx.execute(statement.sql, statement.params);
-    }
+  async write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void> {
+    for (const statement of tx.dialect.deleteByPk(TABLE_NAMES, pk)) await tx.execute(statement.sql, statement.params);
     if (!resource) return;
     await this.insert(tx, [{ pk, type, resource }], MAX_INDEX_ROWS_PER_RESOURCE);
   }

@@ -30,22 +30,28 @@ describe('LinkWriter', () => {
   const writer = new LinkWriter('https://fhir.example/fhir');
 
   it('writes 30,000 links in one fixed statement on PostgreSQL and in chunks under the parameter limit on SQLite', async () => {
+    // An update: the resource's old links go first, then its new ones.
+    const removed = { sql: 'DELETE FROM resource_link WHERE source_pk = ?', params: [7] };
     const postgres = recordingExecutor(postgresDialect);
-    await writer.write(postgres.tx, 7, 'Group', withReferences(30_000), true);
-    expect(postgres.statements).toHaveLength(1);
-    expect(postgres.statements[0].params).toHaveLength(3);
-    expect((postgres.statements[0].params[2] as unknown as string[]).length).toBe(30_000);
+    await writer.write(postgres.tx, 7, 'Group', withReferences(30_000));
+    const [postgresDelete, ...postgresInserts] = postgres.statements;
+    expect(postgresDelete).toEqual(removed);
+    expect(postgresInserts).toHaveLength(1);
+    expect(postgresInserts[0].params).toHaveLength(3);
+    expect((postgresInserts[0].params[2] as unknown as string[]).length).toBe(30_000);
 
     const sqlite = recordingExecutor(sqliteDialect);
-    await writer.write(sqlite.tx, 7, 'Group', withReferences(30_000), true);
-    expect(sqlite.statements.length).toBeGreaterThan(1);
-    expect(Math.max(...sqlite.statements.map((s) => s.params.length))).toBeLessThan(32_766);
-    expect(sqlite.statements.reduce((n, s) => n + s.params.length, 0)).toBe(90_000);
+    await writer.write(sqlite.tx, 7, 'Group', withReferences(30_000));
+    const [sqliteDelete, ...sqliteInserts] = sqlite.statements;
+    expect(sqliteDelete).toEqual(removed);
+    expect(sqliteInserts.length).toBeGreaterThan(1);
+    expect(Math.max(...sqliteInserts.map((s) => s.params.length))).toBeLessThan(32_766);
+    expect(sqliteInserts.reduce((n, s) => n + s.params.length, 0)).toBe(90_000);
   });
 
   it('refuses a resource with more distinct local references than the limit, before writing any', async () => {
     const { tx, statements } = recordingExecutor(sqliteDialect);
-    const refused = writer.write(tx, 7, 'Group', withReferences(MAX_INDEX_ROWS_PER_RESOURCE + 1), true);
+    const refused = writer.write(tx, 7, 'Group', withReferences(MAX_INDEX_ROWS_PER_RESOURCE + 1));
     await expect(refused).rejects.toBeInstanceOf(AppError);
     await expect(refused).rejects.toMatchObject({ code: 'too-many-index-rows', status: 422 });
     expect(statements).toEqual([]);

@@ -33,18 +33,13 @@ const LINK_PG_TYPES = ['bigint', 'text', 'text'];
 export class LinkWriter implements IndexWriter {
   constructor(private readonly baseUrl: string) {}
 
-  async write(
-    tx: SqlExecutor,
-    pk: number,
-    _type: string,
-    resource: FhirResource | null,
-    isNew: boolean,
-  ): Promise<void> {
-    if (!isNew) await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
-    if (!resource) return;
+  async write(tx: SqlExecutor, pk: number, _type: string, resource: FhirResource | null): Promise<void> {
+    // Refused (too many links) before anything is written.
+    const links = resource ? this.links(resource) : [];
+    await tx.execute('DELETE FROM resource_link WHERE source_pk = ?', [pk]);
     // Through the dialect: one statement of a fixed text on PostgreSQL (a VALUES list per link count would
     // prepare a statement per count, and stop at 65,535 parameters), chunks under SQLite's limit.
-    const rows = this.links(resource).map((link) => [pk, link.type, link.id]);
+    const rows = links.map((link) => [pk, link.type, link.id]);
     const insert = { table: 'resource_link', columns: LINK_COLUMNS, pgTypes: LINK_PG_TYPES, rows };
     for (const statement of tx.dialect.insertRows([insert])) {
       await tx.execute(statement.sql, statement.params);

@@ -286,13 +286,8 @@ export class SqlResourceStore implements ResourceStore {
     if (resource) writes.written.add(current.pk);
     else writes.deleted.push({ type: current.type, id: current.id });
     await this.appendHistory(tx, current.pk, current.type, current.id, version, now, operation, content);
-    await this.updateIndexes(
-      tx,
-      current.pk,
-      current.type,
-      content ? (JSON.parse(content) as FhirResource) : null,
-      false,
-    );
+    const indexed = content ? (JSON.parse(content) as FhirResource) : null;
+    for (const writer of this.indexWriters) await writer.write(tx, current.pk, current.type, indexed);
     return { type: current.type, id: current.id, versionId: version, lastUpdated: now, operation, content };
   }
 
@@ -310,16 +305,6 @@ export class SqlResourceStore implements ResourceStore {
       'INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, ?, ?, ?, ?)',
       [pk, type, id, version, lastUpdated, operation, content],
     );
-  }
-
-  private async updateIndexes(
-    tx: SqlExecutor,
-    pk: number,
-    type: string,
-    resource: FhirResource | null,
-    isNew: boolean,
-  ): Promise<void> {
-    for (const writer of this.indexWriters) await writer.write(tx, pk, type, resource, isNew);
   }
 
   /**

@@ -70,8 +70,11 @@ export interface HistoryPage {
  * and its index rows are committed together or not at all (the search engine plugs in here).
  */
 export interface IndexWriter {
-  /** `isNew`: the resource row was just inserted, so it has no index rows to remove yet. */
-  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null, isNew: boolean): Promise<void>;
+  /**
+   * Replaces the rows of a stored resource (an update) with those of `resource`, or removes them (null: a
+   * delete). A created resource's rows come from `newRows` instead.
+   */
+  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void>;
   /**
    * The rows a new resource adds, without its pk (not known yet): for a backend that inserts the resource
    * and all its rows in one statement (Dialect.insertNewResource). Refuses what `write` refuses.

@@ -331,37 +331,38 @@ export class PostgresDatabase implements SqlDatabase {
    * search's own deadline passes or its client goes away, so nothing runs on after the answer.
    */
   async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
-    if (this.replicas) {
-      const replica = this.replicas.choose(budget.readAfter ? await budget.readAfter() : undefined);
-      if (replica !== undefined) {
-        try {
-          return await this.boundedQueryOn(this.replicaPools(replica), sql, params, budget);
-        } catch (error) {
-          if (!isConnectionLost(error)) throw error;
-          // The replica went away: the primary answers, and the replica waits for its next good poll.
-          this.replicas.failed(replica);
-        }
-      }
-    }
-    return this.run(true, (pools) => this.boundedQueryOn(pools, sql, params, budget));
+    const onReplica = await this.onReplica(budget.readAfter, (pools) =>
+      this.boundedQueryOn<T>(pools, sql, params, budget),
+    );
+    return onReplica ? onReplica.rows : this.run(true, (pools) => this.boundedQueryOn<T>(pools, sql, params, budget));
   }
 
   async replicaQuery<T = Row>(sql: string, params: readonly SqlValue[] = [], after?: ReadAfter): Promise<T[]> {
-    if (this.replicas) {
-      const replica = this.replicas.choose(after ? await after() : undefined);
-      if (replica !== undefined) {
-        try {
-          return await new ClientExecutor(this.replicaPools(replica).main, !this.transactionPooling).query<T>(
-            sql,
-            params,
-          );
-        } catch (error) {
-          if (!isConnectionLost(error)) throw error;
-          this.replicas.failed(replica);
-        }
-      }
+    const onReplica = await this.onReplica(after, (pools) =>
+      new ClientExecutor(pools.main, !this.transactionPooling).query<T>(sql, params),
+    );
+    return onReplica ? onReplica.rows : this.query<T>(sql, params);
+  }
+
+  /**
+   * Runs `read` on a replica that has replayed `after` (any healthy one without it), if there is one;
+   * undefined when the primary must answer: no replica fits, or the chosen one went away (it then waits
+   * for its next good poll).
+   */
+  private async onReplica<T>(
+    after: ReadAfter | undefined,
+    read: (pools: ServerPools) => Promise<T[]>,
+  ): Promise<{ rows: T[] } | undefined> {
+    if (!this.replicas) return undefined;
+    const replica = this.replicas.choose(after ? await after() : undefined);
+    if (replica === undefined) return undefined;
+    try {
+      return { rows: await read(this.replicaPools(replica)) };
+    } catch (error) {
+      if (!isConnectionLost(error)) throw error;
+      this.replicas.failed(replica);
+      return undefined;
     }
-    return this.query<T>(sql, params);
   }
 
   private async boundedQueryOn<T>(

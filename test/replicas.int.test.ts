@@ -101,15 +101,18 @@ describe.skipIf(unavailable)('reads on a streaming replica', () => {
     expect(await families(writer, 'Paused')).toBe(1);
     // The reader never wrote: the replica answers, with what it has replayed (not the new Patient).
     expect(await families(reader, 'Paused')).toBe(0);
-    // Reads by id, versions and history the same way.
-    for (const url of [
-      `/fhir/Patient/${paused}`,
-      `/fhir/Patient/${paused}/_history/1`,
-      `/fhir/Patient/${paused}/_history`,
-    ]) {
-      expect(await statusOf(writer, url), url).toBe(200);
+    // Reads by id, versions and history the same way: the writer gets its Patient, the reader the
+    // replica's 404.
+    for (const url of [`/fhir/Patient/${paused}`, `/fhir/Patient/${paused}/_history/1`]) {
+      const own = await app.inject({ url, headers: writer });
+      expect(own.statusCode, url).toBe(200);
+      expect(own.json()).toMatchObject({ id: paused, meta: { versionId: '1' }, name: [{ family: 'Paused' }] });
       expect(await statusOf(reader, url), url).toBe(404);
     }
+    const history = await app.inject({ url: `/fhir/Patient/${paused}/_history`, headers: writer });
+    expect(history.statusCode).toBe(200);
+    expect(history.json().entry.map((e: { resource: { id: string } }) => e.resource.id)).toEqual([paused]);
+    expect(await statusOf(reader, `/fhir/Patient/${paused}/_history`)).toBe(404);
     // An export started now reads on a replica only once it has replayed everything before the start:
     // the paused one has not, so the primary serves the export, and the new Patient is in it.
     const readerToken = reader.authorization.slice('Bearer '.length);

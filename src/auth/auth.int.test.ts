@@ -199,17 +199,21 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
 
     it('takes as long for an unknown username as for a wrong password', async () => {
       const { account } = await newAccount();
-      const time = async (username: string) => {
-        const samples: number[] = [];
-        for (let i = 0; i < 5; i++) {
-          const started = performance.now();
-          expect((await login(app, { username, password: 'not-the-password' })).statusCode).toBe(401);
-          samples.push(performance.now() - started);
-        }
-        return samples.sort((a, b) => a - b)[2];
+      const timeOnce = async (username: string) => {
+        const started = performance.now();
+        expect((await login(app, { username, password: 'not-the-password' })).statusCode).toBe(401);
+        return performance.now() - started;
       };
-      const known = await time(account.username);
-      const unknown = await time(`ghost-${randomUUID()}`);
+      // Interleaved, and the fastest of each kept: a burst of load on a shared machine then slows both
+      // kinds alike instead of one block of five (the intrinsic cost is the least noisy minimum).
+      const knownSamples: number[] = [];
+      const unknownSamples: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        knownSamples.push(await timeOnce(account.username));
+        unknownSamples.push(await timeOnce(`ghost-${randomUUID()}`));
+      }
+      const known = Math.min(...knownSamples);
+      const unknown = Math.min(...unknownSamples);
       // Both verify one argon2id hash (~10+ ms); without the dummy hash an unknown user would take ~1 ms.
       expect(unknown).toBeGreaterThan(known * 0.4);
       expect(known).toBeGreaterThan(unknown * 0.4);

@@ -11,6 +11,8 @@ export function openDatabase(
     postgresPooler?: 'none' | 'transaction';
     databaseReadUrls?: readonly string[];
     replicaMaxLagMs?: number;
+    /** The process loads data in large transactions (`import`). */
+    bulkLoad?: boolean;
   } = {},
 ): SqlDatabase {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
@@ -20,5 +22,9 @@ export function openDatabase(
       replicaMaxLagMs: options.replicaMaxLagMs,
     });
   }
-  return new SqliteDatabase(databaseUrl, options.sqliteSynchronous ?? 'full', undefined, options.searchWorkers ?? 2);
+  return new SqliteDatabase(databaseUrl, {
+    synchronous: options.sqliteSynchronous,
+    readWorkers: options.searchWorkers,
+    bulkLoad: options.bulkLoad,
+  });
 }

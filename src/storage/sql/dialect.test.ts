@@ -30,10 +30,10 @@ describe('insertRows', () => {
     expect(postgresDialect.insertRows([inserts[1]])).toEqual([]);
   });
 
-  it('SQLite: multi-row VALUES per table, chunked under its limit on bound parameters', () => {
+  it('SQLite: multi-row VALUES per table (OR FAIL: no statement journal), chunked under its limit on bound parameters', () => {
     expect(sqliteDialect.insertRows(inserts)).toEqual([
-      { sql: 'INSERT INTO idx_a (pk, v) VALUES (?, ?), (?, ?)', params: [1, 'x', 1, 'y'] },
-      { sql: 'INSERT INTO idx_b (pk, n) VALUES (?, ?)', params: [1, 2.5] },
+      { sql: 'INSERT OR FAIL INTO idx_a (pk, v) VALUES (?, ?), (?, ?)', params: [1, 'x', 1, 'y'] },
+      { sql: 'INSERT OR FAIL INTO idx_b (pk, n) VALUES (?, ?)', params: [1, 2.5] },
     ]);
     const many = Array.from({ length: 12_000 }, (_, i) => [i, 'v']);
     const statements = sqliteDialect.insertRows([{ ...inserts[0], rows: many }]);
@@ -99,17 +99,19 @@ describe('insertNewResource', () => {
     expect(postgresDialect.createIsOneStatement).toBe(true);
   });
 
-  it('SQLite: the history row copied from the inserted row by its pk, then the rows with the pk put first', () => {
+  it('SQLite: the history row as one row of VALUES with the new pk, then the rows with the pk put first', () => {
     const { insert, then } = sqliteDialect.insertNewResource('Patient', 'a', 1, '{}', rows);
     expect(insert.params).toEqual(['Patient', 'a', 1, '{}']);
     const [history, strings, links, ...rest] = then(7);
-    expect(history.sql).toContain('FROM resource WHERE pk = ?');
-    expect(history.params).toEqual([7]);
+    expect(history.sql).toBe(
+      "INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, 1, ?, 'create', ?)",
+    );
+    expect(history.params).toEqual([7, 'Patient', 'a', 1, '{}']);
     expect(strings.sql).toBe(
-      'INSERT INTO idx_string (pk, sp, grp, norm, exact) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)',
+      'INSERT OR FAIL INTO idx_string (pk, sp, grp, norm, exact) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)',
     );
     expect(strings.params).toEqual([7, 5, 0, 'a', 'A', 7, 6, 1, 'b', 'B']);
-    expect(links.sql).toBe('INSERT INTO resource_link (source_pk, target_type, target_id) VALUES (?, ?, ?)');
+    expect(links.sql).toBe('INSERT OR FAIL INTO resource_link (source_pk, target_type, target_id) VALUES (?, ?, ?)');
     expect(links.params).toEqual([7, 'Patient', 'p1']);
     expect(rest).toEqual([]);
     expect(sqliteDialect.createIsOneStatement).toBe(false);

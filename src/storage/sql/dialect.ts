@@ -191,7 +191,11 @@ export const sqliteDialect: Dialect = {
       for (let i = 0; i < rows.length; i += perStatement) {
         const chunk = rows.slice(i, i + perStatement);
         out.push({
-          sql: `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')}`,
+          // OR FAIL: a multi-row INSERT whose constraints ABORT (NOT NULL, by default) opens a statement
+          // journal, a copy of every page it changes, so that a failing row can undo the rows before it.
+          // That copying was most of an import's system time (issue 13). Nothing needs it: these run in
+          // a transaction that fails as a whole, or rolls back to its savepoint, when a statement fails.
+          sql: `INSERT OR FAIL INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')}`,
           params: chunk.flat(),
         });
       }
@@ -212,8 +216,10 @@ export const sqliteDialect: Dialect = {
       },
       then: (pk) => [
         {
-          sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM resource WHERE pk = ?`,
-          params: [pk],
+          // VALUES, not INSERT ... SELECT from the new row: a statement that may write several rows and
+          // checks a foreign key opens a statement journal (see insertRows), one of a single row does not.
+          sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, 1, ?, 'create', ?)`,
+          params: [pk, type, id, lastUpdated, content],
         },
         ...sqliteDialect.insertRows(withPk(rows, pk)),
       ],

@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, realpathSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readlinkSync, realpathSync, statSync, symlinkSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../../test/support/databases.js';
 import type { TestDatabase } from '../../../test/support/databases.js';
+import { sqliteDialect } from '../sql/dialect.js';
 import { SqliteDatabase, sqliteFileName } from './sqlite-database.js';
 
 describe('SqliteDatabase group commit', () => {
@@ -53,14 +54,88 @@ describe('SqliteDatabase group commit', () => {
   });
 });
 
+/** Files this process has open whose name marks them as SQLite's temporary files (Linux only). */
+function sqliteTempFilesOpen(): string[] {
+  return readdirSync('/proc/self/fd').flatMap((fd) => {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`);
+      return target.includes('etilqs_') ? [target] : [];
+    } catch {
+      return []; // closed since the listing
+    }
+  });
+}
+
+describe('SqliteDatabase statement and savepoint journals', () => {
+  let testDb: TestDatabase;
+  let db: SqliteDatabase;
+  const ROWS = 3000;
+  const rowsOf = (count: number, bad?: number) =>
+    Array.from({ length: count }, (_, i) => [i, i === bad ? null : `value ${i} ${'x'.repeat(40)}`]);
+  const insert = (rows: (number | string | null)[][]) =>
+    sqliteDialect.insertRows([{ table: 'r', columns: ['n', 'v'], pgTypes: ['bigint', 'text'], rows }]);
+  beforeAll(async () => {
+    testDb = sqliteTestDatabase();
+    db = new SqliteDatabase(testDb.url);
+    await db.executeScript('CREATE TABLE r (n INTEGER NOT NULL, v TEXT NOT NULL); CREATE INDEX r_v ON r (v, n)');
+    await db.transaction(async (tx) => {
+      for (const statement of insert(rowsOf(ROWS))) await tx.execute(statement.sql, statement.params);
+    });
+  });
+  afterAll(async () => {
+    await db.close();
+    await testDb.dispose();
+  });
+
+  it.runIf(existsSync('/proc/self/fd'))(
+    'writes a lone transaction without a journal file beside the WAL (no savepoint, no statement journal)',
+    async () => {
+      let during: string[] = [];
+      await db.transaction(async (tx) => {
+        // Lands on every leaf of the index: far past the 64 KiB a journal keeps in memory.
+        for (const statement of insert(rowsOf(ROWS))) await tx.execute(statement.sql, statement.params);
+        during = sqliteTempFilesOpen();
+      });
+      expect(during).toEqual([]);
+      expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM r'))[0].n).toBe(2 * ROWS);
+    },
+  );
+
+  it('rolls back a lone transaction whose multi-row INSERT fails half-way, with that error', async () => {
+    const before = (await db.query<{ n: number }>('SELECT count(*) AS n FROM r'))[0].n;
+    const failed = db.transaction(async (tx) => {
+      await tx.execute('INSERT INTO r (n, v) VALUES (?, ?)', [-1, 'first']);
+      for (const statement of insert(rowsOf(100, 50))) await tx.execute(statement.sql, statement.params);
+    });
+    await expect(failed).rejects.toThrow(/NOT NULL/);
+    expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM r'))[0].n).toBe(before);
+  });
+
+  it('rolls back only the failing one of a group, rows written before its failing INSERT included', async () => {
+    const before = (await db.query<{ n: number }>('SELECT count(*) AS n FROM r'))[0].n;
+    const results = await Promise.allSettled(
+      [undefined, 50, undefined].map((bad, i) =>
+        db.transaction(async (tx) => {
+          await tx.execute('INSERT INTO r (n, v) VALUES (?, ?)', [-10 - i, `group ${i}`]);
+          for (const statement of insert(rowsOf(100, bad))) await tx.execute(statement.sql, statement.params);
+        }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const after = await db.query<{ v: string }>("SELECT v FROM r WHERE v LIKE 'group %' ORDER BY v");
+    expect(after.map((r) => r.v)).toEqual(['group 0', 'group 2']);
+    expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM r'))[0].n).toBe(before + 202);
+  });
+});
+
 describe('SqliteDatabase durability (synchronous=full)', () => {
   it('acknowledges a commit only once the WAL fsync after it has finished, without holding up the next one', async () => {
     const testDb = sqliteTestDatabase();
     const fsyncs: (() => void)[] = [];
     let held = true;
-    const db = new SqliteDatabase(testDb.url, 'full', () =>
-      held ? new Promise<void>((resolve) => fsyncs.push(resolve)) : Promise.resolve(),
-    );
+    const db = new SqliteDatabase(testDb.url, {
+      fsync: () => (held ? new Promise<void>((resolve) => fsyncs.push(resolve)) : Promise.resolve()),
+    });
     try {
       const created = db.executeScript('CREATE TABLE d (v TEXT)');
       await vi.waitFor(() => expect(fsyncs).toHaveLength(1));
@@ -117,9 +192,9 @@ describe('SqliteDatabase durability (synchronous=full)', () => {
   it('refuses every write and fails the readiness check after an fsync error', async () => {
     const testDb = sqliteTestDatabase();
     let fail = false;
-    const db = new SqliteDatabase(testDb.url, 'full', () =>
-      fail ? Promise.reject(new Error('EIO')) : Promise.resolve(),
-    );
+    const db = new SqliteDatabase(testDb.url, {
+      fsync: () => (fail ? Promise.reject(new Error('EIO')) : Promise.resolve()),
+    });
     try {
       await db.executeScript('CREATE TABLE f (v TEXT)');
       fail = true;

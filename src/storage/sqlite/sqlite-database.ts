@@ -78,6 +78,23 @@ function translateErrors<T>(fn: () => T): T {
 /** WAL pages (4 KiB) after which the writer's own commit finishes the worker's checkpoints (16 MiB). */
 const WRITER_CHECKPOINT_PAGES = 4000;
 
+/**
+ * The same for a bulk load (`import`, 160 MiB): each of the writer's checkpoints also fsyncs the database
+ * file, and at the default an import spent a tenth of its time in them (issue 13, docs/benchmarks.md).
+ */
+const BULK_LOAD_CHECKPOINT_PAGES = 40_000;
+
+export interface SqliteOptions {
+  /** full (the default): a commit is acknowledged once the WAL is fsynced; normal: once written. */
+  readonly synchronous?: 'full' | 'normal';
+  /** Replaces the WAL file's fsync (tests). */
+  readonly fsync?: Fsync;
+  /** Threads of the search pool (default 2; 0: searches on the event loop). */
+  readonly readWorkers?: number;
+  /** A process that loads data in large transactions (`import`): the writer checkpoints less often. */
+  readonly bulkLoad?: boolean;
+}
+
 const READ_ONLY_STATEMENT = /^\s*(SELECT|WITH)\b/i;
 
 /** The most transactions one group commit takes: bounds how long the first of them waits. */
@@ -112,8 +129,8 @@ export class SqliteDatabase implements SqlDatabase {
   /** Searches, on worker threads with their own read-only connections (file databases). */
   readonly readPool: SqliteReadPool | undefined;
 
-  /** `fsync` replaces the WAL file's fsync (tests); `readWorkers` is the size of the search pool. */
-  constructor(databaseUrl: string, synchronous: 'full' | 'normal' = 'full', fsync?: Fsync, readWorkers = 2) {
+  constructor(databaseUrl: string, options: SqliteOptions = {}) {
+    const { synchronous = 'full', fsync, readWorkers = 2 } = options;
     const fileName = sqliteFileName(databaseUrl);
     if (fileName !== ':memory:' && readWorkers > 0) this.readPool = new SqliteReadPool(fileName, readWorkers);
     this.writer = new ConnectionExecutor(open(fileName));
@@ -124,7 +141,7 @@ export class SqliteDatabase implements SqlDatabase {
       // it), and SQLite restarts the WAL only after a complete one: left alone the WAL grew to 6 GB
       // during a 1M-resource import. So the writer still checkpoints once the WAL passes
       // WRITER_CHECKPOINT_PAGES, which only has to copy the frames the worker has not copied yet.
-      writer.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
+      writer.pragma(`wal_autocheckpoint = ${options.bulkLoad ? BULK_LOAD_CHECKPOINT_PAGES : WRITER_CHECKPOINT_PAGES}`);
       this.checkpointer = new Checkpointer(fileName, (reason) => {
         writer.pragma('wal_autocheckpoint = 1000');
         process.emitWarning(`SQLite checkpoints on a worker thread failed (${reason}); back to automatic ones`);
@@ -185,7 +202,7 @@ export class SqliteDatabase implements SqlDatabase {
 
   /**
    * Group commit: transactions that arrive while the writer is busy wait in a queue and then run
-   * together, each in its own savepoint, under one BEGIN IMMEDIATE ... COMMIT, so that several writes
+   * together, each in its own savepoint (when there are several), under one BEGIN IMMEDIATE ... COMMIT, so that several writes
    * share one fsync. A transaction that fails rolls back to its savepoint and leaves the others alone;
    * each is answered only once the shared COMMIT is on disk. The fsync runs on the thread pool while
    * the next group already executes (wal-sync.ts).
@@ -231,14 +248,19 @@ export class SqliteDatabase implements SqlDatabase {
       for (const item of group) item.reject(error);
       return;
     }
+    // Only a group of several needs savepoints: inside one, SQLite copies each page the transaction
+    // changes into a sub-journal (a temporary file past 64 KiB) so that ROLLBACK TO can restore it. A
+    // lone transaction that fails rolls back as a whole instead (the catch below), with its own error.
+    const savepoints = group.length > 1;
     try {
       for (const item of group) {
-        connection.exec('SAVEPOINT grouped');
+        if (savepoints) connection.exec('SAVEPOINT grouped');
         try {
           const value = await item.fn(this.writer);
-          connection.exec('RELEASE grouped');
+          if (savepoints) connection.exec('RELEASE grouped');
           outcomes.push({ ok: true, value });
         } catch (error) {
+          if (!savepoints) throw error;
           connection.exec('ROLLBACK TO grouped');
           connection.exec('RELEASE grouped');
           outcomes.push({ ok: false, error });

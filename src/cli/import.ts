@@ -4,11 +4,13 @@ import { loadR4Definitions } from '../definitions/registry.js';
 import { createFhirServices } from '../fhir/create-services.js';
 import { refreshSearchStatistics } from '../search/engine.js';
 import { Importer } from '../import/importer.js';
+import { ValidationPool } from '../import/validation-pool.js';
 import type { ImportSummary } from '../import/importer.js';
 import { DEFAULT_PROGRESS_EVERY_MS, progressReporter } from '../import/progress.js';
 import { findSourceFiles } from '../import/sources.js';
 import type { CliIo, Command } from './command.js';
 import { processIo } from './command.js';
+import { limitHeapGrowth } from './heap.js';
 import { loadCliConfig, openCliDatabase } from './startup.js';
 import type { CommandHelp } from './usage.js';
 import { answerHelp, usageError } from './usage.js';
@@ -88,13 +90,17 @@ export function createImportCommand(io: CliIo = processIo()): Command {
         io.stderr.write('No .json, .ndjson, .json.gz or .ndjson.gz files found.\n');
         return 1;
       }
+      // Before the workers start: the flag holds for each thread's heap created after it.
+      limitHeapGrowth();
       const config = loadCliConfig(io);
       const db = await openCliDatabase(config, { ...config, bulkLoad: true });
+      const validationPool = new ValidationPool();
       try {
         const parallel = db.dialect.concurrentWriters;
         const importer = new Importer(createFhirServices(config, db, loadR4Definitions()), {
           concurrency: parallel ? IMPORT_TRANSACTIONS_IN_FLIGHT : 1,
           chunkSize: parallel ? undefined : SERIAL_IMPORT_CHUNK,
+          validationPool,
         });
         const progress = progressReporter({
           tty: Boolean(io.stderr.isTTY),
@@ -112,6 +118,7 @@ export function createImportCommand(io: CliIo = processIo()): Command {
         }
         return summary.failures.length > 0 ? 1 : 0;
       } finally {
+        await validationPool.close();
         await db.close();
       }
     },

@@ -9,6 +9,7 @@ import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import { ChunkPipeline } from './pipeline.js';
 import { readJsonText, readLines } from './sources.js';
 import type { SourceFile } from './sources.js';
+import type { ValidationPool } from './validation-pool.js';
 
 export interface ImportFailure {
   readonly file: string;
@@ -65,15 +66,20 @@ export interface ImporterOptions {
    * concurrent transactions in parallel (Dialect.concurrentWriters).
    */
   readonly concurrency?: number;
+  /** Validates NDJSON lines on worker threads ahead of the writer; without it the writer validates. */
+  readonly validationPool?: ValidationPool;
 }
 
 export class Importer {
   private readonly request: FhirRequest;
   private readonly chunkSize: number;
   private readonly concurrency: number;
+  private readonly validationPool: ValidationPool | undefined;
 
   constructor(services: FhirServices, options: ImporterOptions = {}) {
-    this.request = { services, principal: ADMINISTRATOR };
+    this.validationPool = options.validationPool;
+    const validate = this.validationPool?.validateWith(services.validate) ?? services.validate;
+    this.request = { services: { ...services, validate }, principal: ADMINISTRATOR };
     this.chunkSize = options.chunkSize ?? 250;
     this.concurrency = options.concurrency ?? 1;
   }
@@ -133,16 +139,19 @@ export class Importer {
   private async importNdjson(path: string, summary: ImportSummary, report: () => void): Promise<void> {
     const pipeline = new ChunkPipeline(this.concurrency);
     const failuresBefore = summary.failures.length;
-    let chunk: { line: number; entry: Entry }[] = [];
+    let chunk: { line: number; text: string; entry: Entry }[] = [];
     const flush = async () => {
       if (chunk.length === 0) return;
       const lines = chunk;
       chunk = [];
       const where = (entry: number) => ({ line: lines[entry].line });
       const keys = new Set(lines.flatMap((l) => (l.entry.request.method === 'PUT' ? [l.entry.request.url] : [])));
+      // Started now, while earlier chunks are still being written.
+      const validated = this.validationPool?.prevalidate(lines.map((l) => l.text));
       await pipeline.add(
         keys,
         async () => {
+          const verdicts = (await validated) ?? [];
           try {
             const response = await bundleInteraction(
               this.request,
@@ -154,6 +163,8 @@ export class Importer {
             return true;
           } catch {
             return false;
+          } finally {
+            this.validationPool?.release(verdicts);
           }
         },
         // One bad line fails its whole transaction: load the lines one by one to find it and keep the rest.
@@ -180,7 +191,7 @@ export class Importer {
         summary.failures.push({ file: path, line, reason: 'not a FHIR resource (no resourceType)' });
         continue;
       }
-      chunk.push({ line, entry: entryFor(resource) });
+      chunk.push({ line, text, entry: entryFor(resource) });
       if (chunk.length >= Math.min(this.chunkSize, this.request.services.config.maxBundleEntries)) await flush();
     }
     await flush();

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadR4Definitions } from '../definitions/registry.js';
+import { validateResource } from '../validation/validate.js';
+import type { ValidationIssue } from '../validation/validate.js';
+import { ValidationPool } from './validation-pool.js';
+
+describe('ValidationPool', () => {
+  let pool: ValidationPool;
+  const registry = loadR4Definitions();
+  const calls: unknown[] = [];
+  const inline = (resource: unknown): ValidationIssue[] => {
+    calls.push(resource);
+    return validateResource(resource, registry);
+  };
+  beforeAll(() => {
+    pool = new ValidationPool(1);
+  });
+  afterAll(async () => {
+    await pool.close();
+  });
+
+  const valid = { resourceType: 'Patient', id: 'p1', gender: 'female' };
+  const invalid = { resourceType: 'Patient', id: 'p2', gender: 'none-of-these' };
+
+  it('answers a resource the worker validated with its verdict, and validates anything else on the spot', async () => {
+    const validate = pool.validateWith(inline);
+    // Spaces in the line: the verdict is keyed by the parsed resource, not by the line's spelling.
+    const keys = await pool.prevalidate([JSON.stringify(valid, null, 1), JSON.stringify(invalid), 'not json']);
+    expect(keys).toHaveLength(2);
+    calls.length = 0;
+    expect(validate(structuredClone(valid))).toEqual([]);
+    const issues = validate(structuredClone(invalid));
+    expect(issues).toEqual(validateResource(invalid, registry));
+    expect(issues.some((issue) => issue.severity === 'error' && issue.expression.includes('gender'))).toBe(true);
+    expect(calls).toEqual([]);
+    // Changed after the worker saw it (as a transaction rewrites a reference): validated here.
+    const changed = { ...valid, gender: 'nonsense' };
+    expect(validate(changed).length).toBeGreaterThan(0);
+    expect(calls).toEqual([changed]);
+    pool.release(keys);
+  });
+
+  it('uses a verdict once, and forgets released ones', async () => {
+    const validate = pool.validateWith(inline);
+    const keys = await pool.prevalidate([JSON.stringify(valid), JSON.stringify(invalid)]);
+    calls.length = 0;
+    validate(structuredClone(valid));
+    validate(structuredClone(valid));
+    expect(calls).toHaveLength(1);
+    pool.release(keys);
+    validate(structuredClone(invalid));
+    expect(calls).toHaveLength(2);
+  });
+});

@@ -1,0 +1,129 @@
+// Validation ahead of the writer, on worker threads (issue 13): the importer's one thread validated,
+// indexed and wrote every resource, and validation (FHIRPath invariants above all) was a quarter of
+// its time. While the writer stores one chunk of NDJSON lines, the workers validate the next ones.
+//
+// The verdicts are keyed by the resource's canonical JSON text, and the writer's validate() uses a
+// verdict only for a resource whose own text is that key: one the write path changed before validating
+// it (a reference rewritten by a transaction, say) misses and is validated on the spot. So what is
+// stored has passed the same rules as ever, whichever thread checked it.
+import { availableParallelism } from 'node:os';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { ValidationIssue } from '../validation/validate.js';
+
+export interface ValidationRequest {
+  readonly id: number;
+  readonly texts: readonly string[];
+}
+
+export interface ValidationReply {
+  readonly id: number;
+  readonly verdicts: { key: string; issues: ValidationIssue[] }[];
+}
+
+/** The worker module beside this one: .js from dist/, .ts when run from the sources (tests), through tsx. */
+const WORKER_EXTENSION = extname(fileURLToPath(import.meta.url));
+const WORKER_FILE = new URL(`./validation-worker${WORKER_EXTENSION}`, import.meta.url);
+
+function spawnWorker(): Worker {
+  if (WORKER_EXTENSION !== '.ts') return new Worker(WORKER_FILE);
+  // Node 20 does not apply a worker's `--import tsx` before its entry module: register it in the worker.
+  const source = `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(WORKER_FILE.href)}); });`;
+  return new Worker(source, { eval: true });
+}
+
+/** Workers for a machine: the cores the writer's thread (and, on PostgreSQL, the database) leave, 1 to 4. */
+export function defaultValidationWorkers(): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 1));
+}
+
+interface PooledWorker {
+  readonly thread: Worker;
+  readonly ready: Promise<void>;
+  busy: number;
+}
+
+export class ValidationPool {
+  private readonly workers: PooledWorker[];
+  private readonly pending = new Map<
+    number,
+    { resolve: (reply: ValidationReply) => void; reject: (e: unknown) => void }
+  >();
+  private nextId = 0;
+  /** Verdicts of the chunks in flight, by canonical text; a chunk's are removed when it is done. */
+  private readonly verdicts = new Map<string, ValidationIssue[]>();
+
+  constructor(size = defaultValidationWorkers()) {
+    this.workers = Array.from({ length: size }, () => this.startWorker());
+  }
+
+  private startWorker(): PooledWorker {
+    const thread = spawnWorker();
+    const ready = new Promise<void>((resolve, reject) => {
+      thread.once('error', reject);
+      thread.once('message', () => resolve());
+    });
+    thread.on('message', (message: ValidationReply | { ready: true }) => {
+      if (!('id' in message)) return;
+      const waiter = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      waiter?.resolve(message);
+    });
+    // A worker that dies fails what it was asked (the writer then validates those lines itself).
+    const failAll = (error: unknown) => {
+      for (const [id, waiter] of this.pending) {
+        this.pending.delete(id);
+        waiter.reject(error);
+      }
+    };
+    thread.on('error', failAll);
+    thread.on('exit', (code) => failAll(new Error(`validation worker exited (${code})`)));
+    ready.catch(() => undefined); // awaited by prevalidate(), which falls back
+    return { thread, ready, busy: 0 };
+  }
+
+  /**
+   * Validates the lines on the least busy worker and keeps the verdicts until `release` is called with
+   * what this returns. A worker that fails costs only the head start: the writer validates as before.
+   */
+  async prevalidate(texts: readonly string[]): Promise<readonly string[]> {
+    const worker = this.workers.reduce((a, b) => (b.busy < a.busy ? b : a));
+    worker.busy++;
+    try {
+      await worker.ready;
+      const id = this.nextId++;
+      const reply = await new Promise<ValidationReply>((resolve, reject) => {
+        this.pending.set(id, { resolve, reject });
+        worker.thread.postMessage({ id, texts } satisfies ValidationRequest);
+      });
+      for (const { key, issues } of reply.verdicts) this.verdicts.set(key, issues);
+      return reply.verdicts.map((verdict) => verdict.key);
+    } catch {
+      return [];
+    } finally {
+      worker.busy--;
+    }
+  }
+
+  /** Forgets the verdicts of a chunk that is done (those the writer did not use). */
+  release(keys: readonly string[]): void {
+    for (const key of keys) this.verdicts.delete(key);
+  }
+
+  /** `validate` for the write path: the worker's verdict for this very text, else `validate` itself. */
+  validateWith(validate: (resource: unknown) => ValidationIssue[]): (resource: unknown) => ValidationIssue[] {
+    return (resource) => {
+      if (this.verdicts.size === 0) return validate(resource);
+      const key = JSON.stringify(resource);
+      const issues = this.verdicts.get(key);
+      if (issues === undefined) return validate(resource);
+      this.verdicts.delete(key); // used once: a second resource with the same text is validated again
+      return issues;
+    };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((worker) => worker.thread.terminate()));
+  }
+}

@@ -171,6 +171,31 @@ export const PG_QUERY_CANCELED = '57014';
 // SQLite's limit on bound parameters is 32766 (since 3.32); stay well below.
 const SQLITE_MAX_PARAMS = 10_000;
 
+/**
+ * INSERT texts by table, columns and row count: a few dozen recur, and building them was 4% of an
+ * import's main thread. Texts of up to CACHED_ROW_COUNT rows are kept (at most about 2 MB in all).
+ */
+const sqliteInsertTexts = new Map<string, string>();
+const CACHED_ROW_COUNT = 64;
+
+function sqliteInsertText(table: string, columns: readonly string[], rowCount: number): string {
+  const key = rowCount <= CACHED_ROW_COUNT ? `${table}(${columns.join(',')})${rowCount}` : undefined;
+  let sql = key === undefined ? undefined : sqliteInsertTexts.get(key);
+  if (sql === undefined) {
+    const tuple = `(${columns.map(() => '?').join(', ')})`;
+    // OR FAIL: a multi-row INSERT whose constraints ABORT (NOT NULL, by default) opens a statement
+    // journal, a copy of every page it changes, so that a failing row can undo the rows before it.
+    // That copying was most of an import's system time (issue 13). Nothing needs it: these run in a
+    // transaction that fails as a whole, or rolls back to its savepoint, when a statement fails.
+    sql = `INSERT OR FAIL INTO ${table} (${columns.join(', ')}) VALUES ${Array(rowCount).fill(tuple).join(', ')}`;
+    if (key !== undefined) {
+      if (sqliteInsertTexts.size >= 1000) sqliteInsertTexts.clear();
+      sqliteInsertTexts.set(key, sql);
+    }
+  }
+  return sql;
+}
+
 export const sqliteDialect: Dialect = {
   name: 'sqlite',
   autoIncrementPrimaryKey: 'INTEGER PRIMARY KEY AUTOINCREMENT',
@@ -187,17 +212,11 @@ export const sqliteDialect: Dialect = {
     const out: { sql: string; params: SqlValue[] }[] = [];
     for (const { table, columns, rows } of inserts) {
       const perStatement = Math.max(1, Math.floor(SQLITE_MAX_PARAMS / columns.length));
-      const tuple = `(${columns.map(() => '?').join(', ')})`;
       for (let i = 0; i < rows.length; i += perStatement) {
         const chunk = rows.slice(i, i + perStatement);
-        out.push({
-          // OR FAIL: a multi-row INSERT whose constraints ABORT (NOT NULL, by default) opens a statement
-          // journal, a copy of every page it changes, so that a failing row can undo the rows before it.
-          // That copying was most of an import's system time (issue 13). Nothing needs it: these run in
-          // a transaction that fails as a whole, or rolls back to its savepoint, when a statement fails.
-          sql: `INSERT OR FAIL INTO ${table} (${columns.join(', ')}) VALUES ${chunk.map(() => tuple).join(', ')}`,
-          params: chunk.flat(),
-        });
+        const params: SqlValue[] = [];
+        for (const row of chunk) for (const value of row) params.push(value);
+        out.push({ sql: sqliteInsertText(table, columns, chunk.length), params });
       }
     }
     return out;

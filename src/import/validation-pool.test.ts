@@ -51,4 +51,17 @@ describe('ValidationPool', () => {
     validate(structuredClone(invalid));
     expect(calls).toHaveLength(2);
   });
+
+  it('answers no verdicts once its worker is gone (the writer validates), instead of waiting for it', async () => {
+    const lonely = new ValidationPool(1);
+    try {
+      expect(await lonely.prevalidate([JSON.stringify(valid)])).toHaveLength(1);
+      const { workers } = lonely as unknown as { workers: { terminate(): Promise<void> }[] };
+      await workers[0].terminate();
+      expect(await lonely.prevalidate([JSON.stringify(invalid)])).toEqual([]);
+      expect(await lonely.prevalidate([JSON.stringify(invalid)])).toEqual([]);
+    } finally {
+      await lonely.close();
+    }
+  });
 });

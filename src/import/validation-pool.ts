@@ -34,75 +34,92 @@ function spawnWorker(): Worker {
 }
 
 /** Workers for a machine: the cores the writer's thread (and, on PostgreSQL, the database) leave, 1 to 4. */
-export function defaultValidationWorkers(): number {
+function defaultValidationWorkers(): number {
   return Math.max(1, Math.min(4, availableParallelism() - 1));
 }
 
-interface PooledWorker {
-  readonly thread: Worker;
-  readonly ready: Promise<void>;
-  busy: number;
-}
+type Waiter = { resolve: (reply: ValidationReply) => void; reject: (error: unknown) => void };
 
-export class ValidationPool {
-  private readonly workers: PooledWorker[];
-  private readonly pending = new Map<
-    number,
-    { resolve: (reply: ValidationReply) => void; reject: (e: unknown) => void }
-  >();
+/** One worker thread and the requests it has not answered yet. */
+class PooledWorker {
+  private readonly thread = spawnWorker();
+  private readonly ready: Promise<void>;
+  private readonly pending = new Map<number, Waiter>();
   private nextId = 0;
-  /** Verdicts of the chunks in flight, by canonical text; a chunk's are removed when it is done. */
-  private readonly verdicts = new Map<string, ValidationIssue[]>();
+  /** False once the thread failed or exited: asked nothing more. */
+  alive = true;
 
-  constructor(size = defaultValidationWorkers()) {
-    this.workers = Array.from({ length: size }, () => this.startWorker());
-  }
-
-  private startWorker(): PooledWorker {
-    const thread = spawnWorker();
-    const ready = new Promise<void>((resolve, reject) => {
-      thread.once('error', reject);
-      thread.once('message', () => resolve());
+  constructor() {
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.thread.once('error', reject);
+      this.thread.once('exit', (code) => reject(new Error(`validation worker exited (${code})`)));
+      this.thread.once('message', () => resolve());
     });
-    thread.on('message', (message: ValidationReply | { ready: true }) => {
+    this.ready.catch(() => undefined); // awaited by validate(), whose caller falls back
+    this.thread.on('message', (message: ValidationReply | { ready: true }) => {
       if (!('id' in message)) return;
       const waiter = this.pending.get(message.id);
       this.pending.delete(message.id);
       waiter?.resolve(message);
     });
     // A worker that dies fails what it was asked (the writer then validates those lines itself).
-    const failAll = (error: unknown) => {
-      for (const [id, waiter] of this.pending) {
-        this.pending.delete(id);
-        waiter.reject(error);
-      }
+    const fail = (error: unknown) => {
+      this.alive = false;
+      for (const waiter of this.pending.values()) waiter.reject(error);
+      this.pending.clear();
     };
-    thread.on('error', failAll);
-    thread.on('exit', (code) => failAll(new Error(`validation worker exited (${code})`)));
-    ready.catch(() => undefined); // awaited by prevalidate(), which falls back
-    return { thread, ready, busy: 0 };
+    this.thread.on('error', fail);
+    this.thread.on('exit', (code) => fail(new Error(`validation worker exited (${code})`)));
   }
+
+  get busy(): number {
+    return this.pending.size;
+  }
+
+  /** Answers once the worker has; counted busy from the call, so that requests spread while it starts. */
+  validate(texts: readonly string[]): Promise<ValidationReply> {
+    const id = this.nextId++;
+    const reply = new Promise<ValidationReply>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    this.ready.then(
+      () => {
+        if (this.pending.has(id)) this.thread.postMessage({ id, texts } satisfies ValidationRequest);
+      },
+      (error: unknown) => {
+        this.pending.get(id)?.reject(error);
+        this.pending.delete(id);
+      },
+    );
+    return reply;
+  }
+
+  async terminate(): Promise<void> {
+    await this.thread.terminate();
+  }
+}
+
+export class ValidationPool {
+  /** Started by the first chunk: an import of Bundles alone never needs them. */
+  private workers: PooledWorker[] | undefined;
+  /** Verdicts of the chunks in flight, by canonical text; a chunk's are removed when it is done. */
+  private readonly verdicts = new Map<string, ValidationIssue[]>();
+
+  constructor(private readonly size = defaultValidationWorkers()) {}
 
   /**
    * Validates the lines on the least busy worker and keeps the verdicts until `release` is called with
    * what this returns. A worker that fails costs only the head start: the writer validates as before.
    */
   async prevalidate(texts: readonly string[]): Promise<readonly string[]> {
-    const worker = this.workers.reduce((a, b) => (b.busy < a.busy ? b : a));
-    worker.busy++;
+    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
+    const alive = this.workers.filter((worker) => worker.alive);
+    if (alive.length === 0) return [];
+    const worker = alive.reduce((a, b) => (b.busy < a.busy ? b : a));
     try {
-      await worker.ready;
-      const id = this.nextId++;
-      const reply = await new Promise<ValidationReply>((resolve, reject) => {
-        this.pending.set(id, { resolve, reject });
-        worker.thread.postMessage({ id, texts } satisfies ValidationRequest);
-      });
+      const reply = await worker.validate(texts);
       for (const { key, issues } of reply.verdicts) this.verdicts.set(key, issues);
       return reply.verdicts.map((verdict) => verdict.key);
     } catch {
       return [];
-    } finally {
-      worker.busy--;
     }
   }
 
@@ -124,6 +141,6 @@ export class ValidationPool {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.workers.map((worker) => worker.thread.terminate()));
+    await Promise.all((this.workers ?? []).map((worker) => worker.terminate()));
   }
 }

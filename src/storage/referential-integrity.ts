@@ -2,20 +2,14 @@
 // before it commits, so references between resources written by one transaction Bundle are fine in any
 // order. Reads resource_link (link-writer.ts).
 import { AppError } from '../errors.js';
-import type { SqlExecutor } from './sql/database.js';
-
-/** One open write transaction and what it wrote: the resources (by pk) and the ones it deleted. */
-export class WriteSet {
-  readonly written = new Set<number>();
-  readonly deleted: { type: string; id: string }[] = [];
-
-  constructor(readonly tx: SqlExecutor) {}
-}
+import type { TransactionWrites } from './transaction-writes.js';
 
 const CHUNK = 500;
 const SHOWN = 5;
 
-export async function checkReferentialIntegrity(tx: SqlExecutor, writes: WriteSet): Promise<void> {
+/** Checks what `tx` wrote, through it: call it after the transaction's last write, before it commits. */
+export async function checkReferentialIntegrity(tx: TransactionWrites): Promise<void> {
+  const writes = tx;
   const pks = [...writes.written];
   for (let start = 0; start < pks.length; start += CHUNK) {
     const chunk = pks.slice(start, start + CHUNK);

@@ -214,4 +214,72 @@ describe.each(BACKENDS)('ResourceStore on %s', (backend) => {
     ).rejects.toThrow('abort');
     expect(await store.read('Patient', lostId)).toBeUndefined();
   });
+
+  it("writes a transaction's creates together, each with its own content, history and rows, seen by its next statement", async () => {
+    const linking: IndexWriter = {
+      write: async () => undefined,
+      newRows: (_type, resource) => [
+        {
+          table: 'resource_link',
+          pkColumn: 'source_pk',
+          columns: ['target_type', 'target_id'],
+          pgTypes: ['text', 'text'],
+          rows: [['Group', `of-${String(resource.id)}`]],
+        },
+      ],
+    };
+    const linkingStore = new SqlResourceStore(db, [linking]);
+    // Quotes, backslashes, a separator character and text outside the BMP, in each content.
+    const tricky = ['a "quoted" \\ name', 'record\u001eseparator', 'emoji \u{1F600} and \u00e9', '', '{}'];
+    const { ids, seenInside } = await linkingStore.transaction(async (tx, executor) => {
+      const created = [];
+      for (const family of tricky) created.push((await tx.create(patient(family))).stored.id);
+      const [{ n }] = await executor.query<{ n: number | string }>(
+        `SELECT COUNT(*) AS n FROM resource WHERE id IN (${created.map(() => '?').join(', ')})`,
+        created,
+      );
+      return { ids: created, seenInside: Number(n) };
+    });
+    expect(seenInside).toBe(tricky.length);
+    for (const [i, id] of ids.entries()) {
+      const read = await store.read('Patient', id);
+      expect(JSON.parse(read!.content!).name).toEqual([{ family: tricky[i] }]);
+      expect((await store.history({ type: 'Patient', id, count: 10 })).versions.map((v) => v.versionId)).toEqual([1]);
+      const links = await db.query<{ target_id: string }>(
+        'SELECT l.target_id FROM resource_link l JOIN resource r ON r.pk = l.source_pk WHERE r.type = ? AND r.id = ?',
+        ['Patient', id],
+      );
+      expect(links.map((l) => l.target_id)).toEqual([`of-${id}`]);
+    }
+  });
+
+  it('reads rows ahead for the updates and deletes of a transaction, each write then seeing the one before', async () => {
+    const { stored: a } = await store.create(patient('AheadA'));
+    const { stored: b } = await store.create(patient('AheadB'));
+    const missing = `ahead-${randomUUID()}`;
+    const results = await store.transaction(async (tx) => {
+      await tx.readAhead([
+        { type: 'Patient', id: a.id },
+        { type: 'Patient', id: b.id },
+        { type: 'Patient', id: missing },
+      ]);
+      const first = await tx.update({ ...patient('AheadA2'), id: a.id });
+      const second = await tx.update({ ...patient('AheadA3'), id: a.id }, { ifMatch: 2 });
+      const deleted = await tx.delete('Patient', b.id);
+      const created = await tx.update({ ...patient('AheadNew'), id: missing });
+      const again = await tx.update({ ...patient('AheadNew2'), id: missing });
+      return [first, second, { stored: deleted! }, created, again].map((r) => r.stored.versionId);
+    });
+    expect(results).toEqual([2, 3, 2, 1, 2]);
+    expect(JSON.parse((await store.read('Patient', a.id))!.content!).name).toEqual([{ family: 'AheadA3' }]);
+    expect((await store.read('Patient', b.id))?.deleted).toBe(true);
+    expect((await store.read('Patient', missing))?.versionId).toBe(2);
+    // A stale If-Match is still refused against the row read ahead.
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.readAhead([{ type: 'Patient', id: a.id }]);
+        await tx.update({ ...patient('Stale'), id: a.id }, { ifMatch: 1 });
+      }),
+    ).rejects.toThrow(/Version conflict/);
+  });
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
-import { checkReferentialIntegrity, WriteSet } from './referential-integrity.js';
+import { checkReferentialIntegrity } from './referential-integrity.js';
 import { SerializationError, UniqueViolationError } from './sql/database.js';
 import type { ReadAfter, SqlDatabase, SqlExecutor, SqlValue } from './sql/database.js';
 import type {
@@ -16,16 +16,15 @@ import type {
   WriteOperation,
   WriteResult,
 } from './store.js';
+import { resourceKey, TransactionWrites } from './transaction-writes.js';
+import type { LockedRow } from './transaction-writes.js';
 
-interface ResourceRow {
-  pk: number;
-  type: string;
-  id: string;
-  version: number;
-  last_updated: number;
-  deleted: number;
+interface ResourceRow extends LockedRow {
   content: string | null;
 }
+
+/** Ids per statement when reading ahead. */
+const READ_AHEAD_CHUNK = 500;
 
 interface HistoryRow {
   seq: number;
@@ -76,30 +75,34 @@ export class SqlResourceStore implements ResourceStore {
     private readonly clock: () => number = Date.now,
     /** AMBIENT_REFERENTIAL_INTEGRITY: check references before each transaction commits. */
     private readonly referentialIntegrity = false,
-    /** For a store bound to an open transaction: what that transaction has written so far. */
-    private readonly writes?: WriteSet,
+    /** For a store bound to an open transaction: that transaction (`db` is the same object). */
+    private readonly writes?: TransactionWrites,
   ) {}
 
   async transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T> {
-    if (this.writes) return fn(this, this.db as SqlExecutor);
-    return this.inNewTransaction((bound, writes) => fn(bound, writes.tx));
+    if (this.writes) return fn(this, this.writes);
+    return this.inNewTransaction((bound, writes) => fn(bound, writes));
   }
 
   /** Runs one write: in the open transaction, or in a new one (with its own integrity check). */
-  private write<T>(fn: (tx: SqlExecutor, writes: WriteSet) => Promise<T>): Promise<T> {
-    if (this.writes) return fn(this.db as SqlExecutor, this.writes);
-    return this.inNewTransaction((_bound, writes) => fn(writes.tx, writes));
+  private write<T>(fn: (writes: TransactionWrites) => Promise<T>): Promise<T> {
+    if (this.writes) return fn(this.writes);
+    return this.inNewTransaction((_bound, writes) => fn(writes));
   }
 
-  /** A new transaction (retried on conflicts) with a store bound to it; integrity is checked before commit. */
-  private inNewTransaction<T>(fn: (bound: SqlResourceStore, writes: WriteSet) => Promise<T>): Promise<T> {
+  /**
+   * A new transaction (retried on conflicts) with a store bound to it; its held-back creates are written
+   * and integrity is checked before it commits.
+   */
+  private inNewTransaction<T>(fn: (bound: SqlResourceStore, writes: TransactionWrites) => Promise<T>): Promise<T> {
     return this.writeWithRetry(async (tx) => {
-      const writes = new WriteSet(tx);
+      const writes = new TransactionWrites(tx);
       const result = await fn(
-        new SqlResourceStore(tx, this.indexWriters, this.clock, this.referentialIntegrity, writes),
+        new SqlResourceStore(writes, this.indexWriters, this.clock, this.referentialIntegrity, writes),
         writes,
       );
-      if (this.referentialIntegrity) await checkReferentialIntegrity(tx, writes);
+      await writes.flush();
+      if (this.referentialIntegrity) await checkReferentialIntegrity(writes);
       return result;
     });
   }
@@ -109,9 +112,36 @@ export class SqlResourceStore implements ResourceStore {
     // Where the backend writes a create in one statement, that statement is atomic by itself: outside a
     // transaction, and with no integrity check to run before a commit, it needs no BEGIN and COMMIT.
     if (!this.writes && !this.referentialIntegrity && this.db.dialect.createIsOneStatement) {
-      return this.insertNew(this.db, new WriteSet(this.db), resource, id);
+      const alone = new TransactionWrites(this.db);
+      const result = await this.insertNew(alone, resource, id);
+      await alone.flush();
+      return result;
     }
-    return this.write((tx, writes) => this.insertNew(tx, writes, resource, id));
+    return this.write((writes) => this.insertNew(writes, resource, id));
+  }
+
+  async readAhead(keys: readonly { type: string; id: string }[]): Promise<void> {
+    const writes = this.writes;
+    if (!writes) return;
+    const idsByType = new Map<string, string[]>();
+    for (const { type, id } of keys) {
+      if (writes.current.has(resourceKey(type, id))) continue;
+      const ids = idsByType.get(type) ?? [];
+      ids.push(id);
+      idsByType.set(type, ids);
+    }
+    for (const [type, ids] of idsByType) {
+      for (let start = 0; start < ids.length; start += READ_AHEAD_CHUNK) {
+        const chunk = ids.slice(start, start + READ_AHEAD_CHUNK);
+        // In pk order, so that two transactions locking some of the same rows take them in the same order.
+        const rows = await writes.query<LockedRow>(
+          `SELECT pk, type, id, version, last_updated, deleted FROM resource WHERE type = ? AND id IN (${this.db.dialect.jsonTexts}) ORDER BY pk${this.db.dialect.forUpdate}`,
+          [type, JSON.stringify(chunk)],
+        );
+        for (const id of chunk) writes.current.set(resourceKey(type, id), null);
+        for (const row of rows) writes.current.set(resourceKey(row.type, row.id), row);
+      }
+    }
   }
 
   async read(
@@ -153,13 +183,13 @@ export class SqlResourceStore implements ResourceStore {
   }
 
   async update(resource: FhirResource & { id: string }, options: UpdateOptions = {}): Promise<WriteResult> {
-    return this.write(async (tx, writes) => {
-      const current = await this.lockCurrent(tx, resource.resourceType, resource.id);
+    return this.write(async (writes) => {
+      const current = await this.lockCurrent(writes, resource.resourceType, resource.id);
       if (!current) {
         if (options.ifMatch !== undefined) {
           throw new AppError('precondition-failed', `${resource.resourceType}/${resource.id} does not exist`);
         }
-        return this.insertNew(tx, writes, resource, resource.id);
+        return this.insertNew(writes, resource, resource.id);
       }
       if (options.ifMatch !== undefined && options.ifMatch !== current.version) {
         throw new AppError(
@@ -167,14 +197,14 @@ export class SqlResourceStore implements ResourceStore {
           `Version conflict: If-Match names version ${options.ifMatch}, the current version is ${current.version}`,
         );
       }
-      const stored = await this.writeVersion(tx, writes, current, 'update', resource);
+      const stored = await this.writeVersion(writes, current, 'update', resource);
       return { stored, created: current.deleted === 1 };
     });
   }
 
   async delete(type: string, id: string): Promise<StoredVersion | undefined> {
-    return this.write(async (tx, writes) => {
-      const current = await this.lockCurrent(tx, type, id);
+    return this.write(async (writes) => {
+      const current = await this.lockCurrent(writes, type, id);
       if (!current) return undefined;
       if (current.deleted === 1) {
         return {
@@ -186,7 +216,7 @@ export class SqlResourceStore implements ResourceStore {
           content: null,
         };
       }
-      return this.writeVersion(tx, writes, current, 'delete', null);
+      return this.writeVersion(writes, current, 'delete', null);
     });
   }
 
@@ -240,25 +270,30 @@ export class SqlResourceStore implements ResourceStore {
     return (sql, params) => db.query(sql, params);
   }
 
-  private async lockCurrent(tx: SqlExecutor, type: string, id: string): Promise<ResourceRow | undefined> {
-    const [row] = await tx.query<ResourceRow>(
-      `SELECT pk, type, id, version, last_updated, deleted, content FROM resource WHERE type = ? AND id = ?${tx.dialect.forUpdate}`,
+  /** The row, locked until the transaction ends: as read ahead (readAhead), or read now. */
+  private async lockCurrent(writes: TransactionWrites, type: string, id: string): Promise<LockedRow | undefined> {
+    const key = resourceKey(type, id);
+    const ahead = writes.current.get(key);
+    if (ahead !== undefined) {
+      // Taken out: this write changes the row, so a later read in this transaction must see it anew.
+      writes.current.delete(key);
+      return ahead ?? undefined;
+    }
+    const [row] = await writes.query<LockedRow>(
+      `SELECT pk, type, id, version, last_updated, deleted FROM resource WHERE type = ? AND id = ?${writes.dialect.forUpdate}`,
       [type, id],
     );
     return row;
   }
 
-  private async insertNew(tx: SqlExecutor, writes: WriteSet, resource: FhirResource, id: string): Promise<WriteResult> {
+  /** Holds the create back in the transaction (TransactionWrites): written with its next statement. */
+  private async insertNew(writes: TransactionWrites, resource: FhirResource, id: string): Promise<WriteResult> {
     const now = this.clock();
     const content = serializeResource(resource, id, 1, now);
     // Indexed as stored (with its id and meta): the rows are extracted before anything is written.
     const stored = JSON.parse(content) as FhirResource;
     const rows = this.indexWriters.flatMap((writer) => writer.newRows(resource.resourceType, stored));
-    const { insert, then } = tx.dialect.insertNewResource(resource.resourceType, id, now, content, rows);
-    const [row] = await tx.query<{ pk: number | string }>(insert.sql, insert.params);
-    const pk = Number(row.pk);
-    for (const statement of then(pk)) await tx.execute(statement.sql, statement.params);
-    writes.written.add(pk);
+    await writes.create({ type: resource.resourceType, id, lastUpdated: now, content, rows });
     return {
       stored: { type: resource.resourceType, id, versionId: 1, lastUpdated: now, operation: 'create', content },
       created: true,
@@ -266,9 +301,8 @@ export class SqlResourceStore implements ResourceStore {
   }
 
   private async writeVersion(
-    tx: SqlExecutor,
-    writes: WriteSet,
-    current: ResourceRow,
+    tx: TransactionWrites,
+    current: LockedRow,
     operation: 'update' | 'delete',
     resource: FhirResource | null,
   ): Promise<StoredVersion> {
@@ -283,8 +317,8 @@ export class SqlResourceStore implements ResourceStore {
       content,
       current.pk,
     ]);
-    if (resource) writes.written.add(current.pk);
-    else writes.deleted.push({ type: current.type, id: current.id });
+    if (resource) tx.written.add(current.pk);
+    else tx.deleted.push({ type: current.type, id: current.id });
     await this.appendHistory(tx, current.pk, current.type, current.id, version, now, operation, content);
     const indexed = content ? (JSON.parse(content) as FhirResource) : null;
     for (const writer of this.indexWriters) await writer.write(tx, current.pk, current.type, indexed);

@@ -77,7 +77,7 @@ export interface IndexWriter {
   write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void>;
   /**
    * The rows a new resource adds, without its pk (not known yet): for a backend that inserts the resource
-   * and all its rows in one statement (Dialect.insertNewResource). Refuses what `write` refuses.
+   * and all its rows in one statement (Dialect.insertNewResources). Refuses what `write` refuses.
    */
   newRows(type: string, resource: FhirResource): NewResourceRows[];
 }
@@ -105,4 +105,10 @@ export interface ResourceStore {
    * not at all (transaction Bundles, imports). `tx` lets index and search code read inside it.
    */
   transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /**
+   * Inside transaction(): reads and locks, in a statement per type, the current rows of resources the
+   * transaction is about to update or delete, so that each of those writes needs no read of its own
+   * (a transaction Bundle of a thousand PUTs: one read, not a thousand). Outside one it does nothing.
+   */
+  readAhead(keys: readonly { type: string; id: string }[]): Promise<void>;
 }

@@ -15,8 +15,11 @@ export interface PlannedEntry {
   readonly index: number;
   readonly action: EntryAction;
   readonly fullUrl?: string;
-  /** A copy of the posted resource: its references are rewritten in place. */
-  readonly resource?: Record<string, unknown>;
+  /**
+   * The resource to write: the posted one, or a copy of it with its references rewritten
+   * (resolveReferences), so that the posted entries stay as posted for a run after a conflict.
+   */
+  resource?: Record<string, unknown>;
   /** Creates: the id the transaction assigns, or the existing match of a conditional create. */
   assignedId?: string;
   /** A conditional create that found its match: nothing is written. */

@@ -23,27 +23,36 @@ export async function resolveReferences(
 ): Promise<void> {
   const conditionalTargets = new Map<string, string>();
   for (const entry of planned) {
-    const pending: { reference: string; replace: (next: string) => void }[] = [];
+    // What each reference of the entry becomes; the same text always becomes the same.
+    const rewrites = new Map<string, string>();
+    const conditional = new Set<string>();
     const base = restfulBase(entry.fullUrl);
-    forEachReference(entry.resource, (reference, replace) => {
+    forEachReference(entry.resource, (reference) => {
       const local =
         idsByFullUrl.get(reference) ??
         (base !== undefined && RELATIVE.test(reference) ? idsByFullUrl.get(`${base}/${reference}`) : undefined);
-      if (local) replace(local);
-      else if (parseConditionalReference(reference)) pending.push({ reference, replace });
+      if (local) rewrites.set(reference, local);
+      else if (parseConditionalReference(reference)) conditional.add(reference);
     });
-    for (const { reference, replace } of pending) {
+    for (const reference of conditional) {
       try {
         let target = conditionalTargets.get(reference);
         if (!target) {
           target = await conditionalTarget(request, tx, reference);
           conditionalTargets.set(reference, target);
         }
-        replace(target);
+        rewrites.set(reference, target);
       } catch (error) {
         throw atEntry(error, label(entry.index));
       }
     }
+    if (rewrites.size === 0) continue;
+    // Rewritten in a copy: the posted resource stays as posted, for a run again after a conflict.
+    entry.resource = structuredClone(entry.resource);
+    forEachReference(entry.resource, (reference, replace) => {
+      const next = rewrites.get(reference);
+      if (next !== undefined) replace(next);
+    });
   }
 }
 

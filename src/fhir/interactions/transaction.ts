@@ -52,15 +52,15 @@ async function transactionInteraction(
   const label = (index: number) => entryLabel(index, entries[index]);
   const answers = await request.services.store.transaction(async (store, tx): Promise<Answers> => {
     // Every run starts from the entries as posted: the store runs this again after a conflict, and a
-    // run rewrites the references of its copies to the ids it assigned.
-    const planned: PlannedEntry[] = parsed.map((entry) => ({
-      ...entry,
-      resource: entry.resource === undefined ? undefined : structuredClone(entry.resource),
-    }));
+    // run rewrites references in copies (resolveReferences), never in the posted resources.
+    const planned: PlannedEntry[] = parsed.map((entry) => ({ ...entry }));
     const txRequest: FhirRequest = { ...request, services: { ...request.services, store } };
     const idsByFullUrl = await assignIdentities(txRequest, tx, planned, label);
     await resolveReferences(txRequest, tx, planned, idsByFullUrl, label);
     const answers: Answers = { entries: new Array<BundleEntry>(planned.length), accessed: [] };
+    await store.readAhead(
+      planned.flatMap(({ action }) => (action.kind === 'update' || action.kind === 'delete' ? [action] : [])),
+    );
     await performWrites(txRequest, planned, answers, options, label);
     await performReads(txRequest, tx, planned, answers, options, label);
     return answers;

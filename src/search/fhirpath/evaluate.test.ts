@@ -126,6 +126,10 @@ describe('FHIRPath evaluation', () => {
     expect(run(codes, valueSet).map((n) => n.value)).toEqual(['a', 'b', '{}']);
     const concepts = 'ValueSet.compose.include.concept | ValueSet.compose.include.concept';
     expect(run(concepts, valueSet).map((n) => n.value)).toEqual([{ code: 'a', display: 'A' }, { code: '{}' }]);
+    // Past a few objects the comparison goes by canonical text: the same answer.
+    const twelve = Array.from({ length: 12 }, (_, i) => ({ code: `c${i % 6}`, display: i % 2 ? 'odd' : 'even' }));
+    const many = { resourceType: 'ValueSet', compose: { include: [{ concept: twelve }] } };
+    expect(run(concepts, many).map((n) => n.value)).toEqual(twelve.slice(0, 6));
     const concept = Array.from({ length: 200_000 }, (_, i) => ({ code: `c${i}` }));
     const big = { resourceType: 'ValueSet', compose: { include: [{ concept }] }, expansion: { contains: concept } };
     const started = performance.now();

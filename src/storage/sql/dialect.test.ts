@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { postgresDialect, sqliteDialect } from './dialect.js';
+import { postgresDialect, SQLITE_ROWS_PER_INSERT, sqliteDialect } from './dialect.js';
 import type { RowInsert } from './dialect.js';
 
 const inserts: RowInsert[] = [
@@ -30,26 +30,28 @@ describe('insertRows', () => {
     expect(postgresDialect.insertRows([inserts[1]])).toEqual([]);
   });
 
-  it('SQLite: multi-row VALUES per table (OR FAIL: no statement journal), chunked under its limit on bound parameters', () => {
+  it('SQLite: multi-row VALUES per table (OR FAIL: no statement journal), at most SQLITE_ROWS_PER_INSERT rows each', () => {
     expect(sqliteDialect.insertRows(inserts)).toEqual([
       { sql: 'INSERT OR FAIL INTO idx_a (pk, v) VALUES (?, ?), (?, ?)', params: [1, 'x', 1, 'y'] },
       { sql: 'INSERT OR FAIL INTO idx_b (pk, n) VALUES (?, ?)', params: [1, 2.5] },
     ]);
-    const many = Array.from({ length: 12_000 }, (_, i) => [i, 'v']);
+    const many = Array.from({ length: 1_000 }, (_, i) => [i, 'v']);
     const statements = sqliteDialect.insertRows([{ ...inserts[0], rows: many }]);
-    expect(statements.map((s) => s.params.length)).toEqual([10_000, 10_000, 4_000]);
+    expect(statements.map((s) => s.params.length / 2)).toEqual([...Array(15).fill(SQLITE_ROWS_PER_INSERT), 40]);
+    // Each text is the same for the same row count, so the connection prepares it once.
+    expect(new Set(statements.map((s) => s.sql)).size).toBe(2);
   });
 });
 
-describe('insertNewResource', () => {
-  const rows = [
+describe('insertNewResources', () => {
+  const rows = (a: string, link: string[][]) => [
     {
       table: 'idx_string',
       pkColumn: 'pk',
       columns: ['sp', 'grp', 'norm', 'exact'],
       pgTypes: ['bigint', 'int', 'text', 'text'],
       rows: [
-        [5, 0, 'a', 'A'],
+        [5, 0, a, a.toUpperCase()],
         [6, 1, 'b', 'B'],
       ],
     },
@@ -65,56 +67,80 @@ describe('insertNewResource', () => {
       pkColumn: 'source_pk',
       columns: ['target_type', 'target_id'],
       pgTypes: ['text', 'text'],
-      rows: [['Patient', 'p1']],
+      rows: link,
     },
   ];
+  const creates = [
+    { type: 'Patient', id: 'a', lastUpdated: 1, content: '{"a":1}', rows: rows('a', [['Patient', 'p1']]) },
+    { type: 'Patient', id: 'b', lastUpdated: 2, content: '{"b":2}', rows: rows('c', []) },
+  ];
 
-  it('PostgreSQL: the resource, its history row and every table with rows in one statement, each taking the new pk', () => {
-    const { insert, then } = postgresDialect.insertNewResource('Patient', 'a', 1, '{}', rows);
-    expect(insert.sql).toMatch(
-      /^WITH r AS \(INSERT INTO resource .* RETURNING pk, .*\), h AS \(INSERT INTO resource_history/,
+  it('PostgreSQL: every resource, its history row and each table of rows in one statement, rows joined to their new pk by place', () => {
+    const { insert, then } = postgresDialect.insertNewResources(creates);
+    expect(insert).toHaveLength(1);
+    const [{ sql, params }] = insert;
+    expect(sql).toMatch(
+      /^WITH u AS \(SELECT \* FROM unnest\(\?::text\[\], \?::text\[\], \?::bigint\[\], string_to_array\(\?::text, chr\(30\)\)\) WITH ORDINALITY AS u\(type, id, last_updated, content, n\)\), r AS \(INSERT INTO resource .* FROM u ORDER BY n RETURNING pk, .*\), h AS \(INSERT INTO resource_history .* FROM r\), k AS \(SELECT u.n, r.pk FROM u JOIN r ON r.type = u.type AND r.id = u.id\)/,
     );
-    expect(insert.sql).toContain(
-      'i0 AS (INSERT INTO idx_string (pk, sp, grp, norm, exact) SELECT r.pk, u.* FROM r, unnest(?::bigint[], ?::int[], ?::text[], ?::text[]) AS u)',
+    expect(sql).toContain(
+      'i0 AS (INSERT INTO idx_string (pk, sp, grp, norm, exact) SELECT k.pk, v.c0, v.c1, v.c2, v.c3 FROM k JOIN unnest(?::bigint[], ?::bigint[], ?::int[], ?::text[], ?::text[]) AS v(n, c0, c1, c2, c3) ON v.n = k.n)',
     );
-    expect(insert.sql).toContain(
-      'i1 AS (INSERT INTO resource_link (source_pk, target_type, target_id) SELECT r.pk, u.* FROM r, unnest(?::text[], ?::text[]) AS u)',
+    expect(sql).toContain(
+      'i1 AS (INSERT INTO resource_link (source_pk, target_type, target_id) SELECT k.pk, v.c0, v.c1 FROM k JOIN unnest(?::bigint[], ?::text[], ?::text[]) AS v(n, c0, c1) ON v.n = k.n)',
     );
-    expect(insert.sql).not.toContain('idx_token');
-    expect(insert.sql.endsWith(' SELECT pk FROM r')).toBe(true);
-    // The content bound once; then one array per column.
-    expect(insert.params).toEqual([
-      'Patient',
-      'a',
-      1,
-      '{}',
-      [5, 6],
-      [0, 1],
+    expect(sql).not.toContain('idx_token');
+    expect(sql.endsWith(' SELECT pk, type, id FROM r')).toBe(true);
+    // One array per column: the resources', then each table's rows with their resource's place (1-based).
+    expect(params).toEqual([
+      ['Patient', 'Patient'],
       ['a', 'b'],
-      ['A', 'B'],
+      [1, 2],
+      '{"a":1}\u001e{"b":2}',
+      [1, 1, 2, 2],
+      [5, 6, 5, 6],
+      [0, 1, 0, 1],
+      ['a', 'b', 'c', 'b'],
+      ['A', 'B', 'C', 'B'],
+      [1],
       ['Patient'],
       ['p1'],
     ]);
-    expect(then(7)).toEqual([]);
+    expect(then([7, 8])).toEqual([]);
     expect(postgresDialect.createIsOneStatement).toBe(true);
   });
 
-  it('SQLite: the history row as one row of VALUES with the new pk, then the rows with the pk put first', () => {
-    const { insert, then } = sqliteDialect.insertNewResource('Patient', 'a', 1, '{}', rows);
-    expect(insert.params).toEqual(['Patient', 'a', 1, '{}']);
-    const [history, strings, links, ...rest] = then(7);
-    expect(history.sql).toBe(
+  it('SQLite: the resources in multi-row INSERTs answering their pks, each history row on its own, then every table of rows with the pks put first', () => {
+    const { insert, then } = sqliteDialect.insertNewResources(creates);
+    expect(insert).toEqual([
+      {
+        sql: 'INSERT OR FAIL INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?) RETURNING pk, type, id',
+        params: ['Patient', 'a', 1, 1, 0, '{"a":1}', 'Patient', 'b', 1, 2, 0, '{"b":2}'],
+      },
+    ]);
+    const [history1, history2, strings, links, ...rest] = then([7, 8]);
+    expect(history1.sql).toBe(
       "INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, 1, ?, 'create', ?)",
     );
-    expect(history.params).toEqual([7, 'Patient', 'a', 1, '{}']);
+    expect([history1.params, history2.params]).toEqual([
+      [7, 'Patient', 'a', 1, '{"a":1}'],
+      [8, 'Patient', 'b', 2, '{"b":2}'],
+    ]);
     expect(strings.sql).toBe(
-      'INSERT OR FAIL INTO idx_string (pk, sp, grp, norm, exact) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)',
+      'INSERT OR FAIL INTO idx_string (pk, sp, grp, norm, exact) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)',
     );
-    expect(strings.params).toEqual([7, 5, 0, 'a', 'A', 7, 6, 1, 'b', 'B']);
+    expect(strings.params).toEqual([7, 5, 0, 'a', 'A', 7, 6, 1, 'b', 'B', 8, 5, 0, 'c', 'C', 8, 6, 1, 'b', 'B']);
     expect(links.sql).toBe('INSERT OR FAIL INTO resource_link (source_pk, target_type, target_id) VALUES (?, ?, ?)');
     expect(links.params).toEqual([7, 'Patient', 'p1']);
     expect(rest).toEqual([]);
     expect(sqliteDialect.createIsOneStatement).toBe(false);
+  });
+
+  it('SQLite: a thousand resources in INSERTs of 64 rows at most', () => {
+    const many = Array.from({ length: 1000 }, (_, i) => ({ ...creates[0], id: `p${i}` }));
+    const { insert, then } = sqliteDialect.insertNewResources(many);
+    expect(insert.map((s) => s.params.length / 6)).toEqual([...Array(15).fill(SQLITE_ROWS_PER_INSERT), 40]);
+    const strings = then(many.map((_, i) => i + 1)).filter((s) => s.sql.includes('idx_string'));
+    expect(strings.map((s) => s.params.length / 5)).toEqual([...Array(31).fill(64), 16]);
   });
 });
 

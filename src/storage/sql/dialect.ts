@@ -78,21 +78,19 @@ export interface Dialect {
    */
   refreshStatistics(tables: readonly string[], afterBulkLoad: boolean): string[];
   /**
-   * A created resource: its row (version 1, not deleted), its first history row, and `rows` (the index
-   * and link rows, each table's without its pk column, which takes the new pk). `insert` answers `pk`,
-   * then each statement of `then(pk)` runs. PostgreSQL: all of it one statement (a data-modifying WITH,
-   * the content sent once, each table's rows as `unnest` arrays), one round trip; SQLite: the history
-   * row copied from the row by its pk, then multi-row INSERTs as `insertRows`.
+   * Created resources: each one's row (version 1, not deleted), its first history row, and its index and
+   * link rows (each table's without its pk column, which takes the new pk). The `insert` statements
+   * answer `pk`, `type` and `id` of every new row; then each statement of `then(pks)` (the pks in the
+   * order of `creates`) runs. PostgreSQL: all of it one statement whatever the count (a data-modifying
+   * WITH, each column an array), one round trip; SQLite: multi-row INSERTs of at most
+   * SQLITE_ROWS_PER_INSERT rows, each history row on its own (see there).
    */
-  insertNewResource(
-    type: string,
-    id: string,
-    lastUpdated: number,
-    content: string,
-    rows: readonly NewResourceRows[],
-  ): { insert: { sql: string; params: SqlValue[] }; then: (pk: number) => { sql: string; params: SqlValue[] }[] };
+  insertNewResources(creates: readonly NewResource[]): {
+    insert: { sql: string; params: SqlValue[] }[];
+    then: (pks: readonly number[]) => { sql: string; params: SqlValue[] }[];
+  };
   /**
-   * True where `insertNewResource` is a single statement: a create outside a transaction then commits on
+   * True where `insertNewResources` is a single statement: a create outside a transaction then commits on
    * its own, without BEGIN and COMMIT (PostgreSQL: two round trips instead of five). SQLite's creates go
    * through its group commit instead, which shares one WAL fsync between concurrent writes.
    */
@@ -145,14 +143,35 @@ export interface NewResourceRows extends RowInsert {
   readonly pkColumn: string;
 }
 
-/** The rows with the new resource's pk put first. */
-function withPk(rows: readonly NewResourceRows[], pk: number): RowInsert[] {
-  return rows.map(({ table, pkColumn, columns, pgTypes, rows: values }) => ({
-    table,
-    columns: [pkColumn, ...columns],
-    pgTypes: ['bigint', ...pgTypes],
-    rows: values.map((row) => [pk, ...row]),
-  }));
+/** A resource to create: its first version's content and the index and link rows it adds. */
+export interface NewResource {
+  readonly type: string;
+  readonly id: string;
+  readonly lastUpdated: number;
+  readonly content: string;
+  readonly rows: readonly NewResourceRows[];
+}
+
+/** Each table's rows of all `creates`, with the pk column first, taking each resource's value of `pkOf`. */
+function rowsOfAll<P extends SqlValue>(
+  creates: readonly NewResource[],
+  pkOf: (index: number) => P,
+  pkType: string,
+): RowInsert[] {
+  const byTable = new Map<string, { table: string; columns: string[]; pgTypes: string[]; rows: SqlValue[][] }>();
+  creates.forEach((create, index) => {
+    for (const { table, pkColumn, columns, pgTypes, rows } of create.rows) {
+      if (rows.length === 0) continue;
+      let merged = byTable.get(table);
+      if (!merged) {
+        merged = { table, columns: [pkColumn, ...columns], pgTypes: [pkType, ...pgTypes], rows: [] };
+        byTable.set(table, merged);
+      }
+      const pk = pkOf(index);
+      for (const row of rows) merged.rows.push([pk, ...row]);
+    }
+  });
+  return [...byTable.values()];
 }
 
 /** PostgreSQL: the tables that have rows, and one array parameter per column of each, in order. */
@@ -165,36 +184,61 @@ function columnArrays<T extends RowInsert>(inserts: readonly T[]): { present: T[
 /** PostgreSQL: `unnest` of one array parameter per column type, yielding the rows. */
 const unnestOf = (pgTypes: readonly string[]): string => `unnest(${pgTypes.map((t) => `?::${t}[]`).join(', ')})`;
 
+/** Between the contents of PostgreSQL's insertNewResources (see there). */
+const CONTENT_SEPARATOR = '\u001e';
+
 /** PostgreSQL's SQLSTATE for a statement cancelled (statement_timeout, pg_cancel_backend). */
 export const PG_QUERY_CANCELED = '57014';
 
 // SQLite's limit on bound parameters is 32766 (since 3.32); stay well below.
 const SQLITE_MAX_PARAMS = 10_000;
-
 /**
- * INSERT texts by table, columns and row count: a few dozen recur, and building them was 4% of an
- * import's main thread. Texts of up to CACHED_ROW_COUNT rows are kept (at most about 2 MB in all).
+ * Rows per SQLite INSERT: every statement text (one per table, columns and row count up to this) is then
+ * built once and prepared once (the connection keeps its statements by text), and a transaction's rows
+ * of many resources go in statements of this many, not in one-off texts of thousands of rows.
  */
-const sqliteInsertTexts = new Map<string, string>();
-const CACHED_ROW_COUNT = 64;
+export const SQLITE_ROWS_PER_INSERT = 64;
 
-function sqliteInsertText(table: string, columns: readonly string[], rowCount: number): string {
-  const key = rowCount <= CACHED_ROW_COUNT ? `${table}(${columns.join(',')})${rowCount}` : undefined;
-  let sql = key === undefined ? undefined : sqliteInsertTexts.get(key);
+/** INSERT texts by table, columns, row count and RETURNING: building them was 4% of an import's main thread. */
+const sqliteInsertTexts = new Map<string, string>();
+
+function sqliteInsertText(table: string, columns: readonly string[], rowCount: number, returning = ''): string {
+  const key = `${table}(${columns.join(',')})${rowCount}${returning}`;
+  let sql = sqliteInsertTexts.get(key);
   if (sql === undefined) {
     const tuple = `(${columns.map(() => '?').join(', ')})`;
     // OR FAIL: a multi-row INSERT whose constraints ABORT (NOT NULL, by default) opens a statement
     // journal, a copy of every page it changes, so that a failing row can undo the rows before it.
     // That copying was most of an import's system time (issue 13). Nothing needs it: these run in a
     // transaction that fails as a whole, or rolls back to its savepoint, when a statement fails.
-    sql = `INSERT OR FAIL INTO ${table} (${columns.join(', ')}) VALUES ${Array(rowCount).fill(tuple).join(', ')}`;
-    if (key !== undefined) {
-      if (sqliteInsertTexts.size >= 1000) sqliteInsertTexts.clear();
-      sqliteInsertTexts.set(key, sql);
-    }
+    sql = `INSERT OR FAIL INTO ${table} (${columns.join(', ')}) VALUES ${Array(rowCount).fill(tuple).join(', ')}${
+      returning ? ` RETURNING ${returning}` : ''
+    }`;
+    if (sqliteInsertTexts.size >= 2000) sqliteInsertTexts.clear();
+    sqliteInsertTexts.set(key, sql);
   }
   return sql;
 }
+
+/** SQLite: multi-row INSERTs of `rows`, at most SQLITE_ROWS_PER_INSERT rows and SQLITE_MAX_PARAMS values each. */
+function sqliteInserts(
+  table: string,
+  columns: readonly string[],
+  rows: readonly (readonly SqlValue[])[],
+  returning?: string,
+): { sql: string; params: SqlValue[] }[] {
+  const out: { sql: string; params: SqlValue[] }[] = [];
+  const perStatement = Math.max(1, Math.min(SQLITE_ROWS_PER_INSERT, Math.floor(SQLITE_MAX_PARAMS / columns.length)));
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const end = Math.min(rows.length, i + perStatement);
+    const params: SqlValue[] = [];
+    for (let r = i; r < end; r++) for (const value of rows[r]) params.push(value);
+    out.push({ sql: sqliteInsertText(table, columns, end - i, returning), params });
+  }
+  return out;
+}
+
+const RESOURCE_COLUMNS = ['type', 'id', 'version', 'last_updated', 'deleted', 'content'];
 
 export const sqliteDialect: Dialect = {
   name: 'sqlite',
@@ -208,39 +252,29 @@ export const sqliteDialect: Dialect = {
   binaryText: 'TEXT',
   double: 'REAL',
   adhocStatement: '',
-  insertRows(inserts) {
-    const out: { sql: string; params: SqlValue[] }[] = [];
-    for (const { table, columns, rows } of inserts) {
-      const perStatement = Math.max(1, Math.floor(SQLITE_MAX_PARAMS / columns.length));
-      for (let i = 0; i < rows.length; i += perStatement) {
-        const chunk = rows.slice(i, i + perStatement);
-        const params: SqlValue[] = [];
-        for (const row of chunk) for (const value of row) params.push(value);
-        out.push({ sql: sqliteInsertText(table, columns, chunk.length), params });
-      }
-    }
-    return out;
-  },
+  insertRows: (inserts) => inserts.flatMap(({ table, columns, rows }) => sqliteInserts(table, columns, rows)),
   probeColumn: (column) => `+${column}`,
   driver: { open: ' IN (', close: ')' },
   probeSuffix: '',
   refreshStatistics: () => [],
   jsonIntegers: 'SELECT value FROM json_each(?)',
   jsonTexts: 'SELECT value FROM json_each(?)',
-  insertNewResource(type, id, lastUpdated, content, rows) {
+  insertNewResources(creates) {
     return {
-      insert: {
-        sql: 'INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk',
-        params: [type, id, lastUpdated, content],
-      },
-      then: (pk) => [
-        {
-          // VALUES, not INSERT ... SELECT from the new row: a statement that may write several rows and
-          // checks a foreign key opens a statement journal (see insertRows), one of a single row does not.
+      insert: sqliteInserts(
+        'resource',
+        RESOURCE_COLUMNS,
+        creates.map((c) => [c.type, c.id, 1, c.lastUpdated, 0, c.content]),
+        'pk, type, id',
+      ),
+      then: (pks) => [
+        // One statement per history row: a statement that may write several rows and checks a foreign
+        // key opens a statement journal (see sqliteInsertText), one of a single row does not.
+        ...creates.map((c, i) => ({
           sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, 1, ?, 'create', ?)`,
-          params: [pk, type, id, lastUpdated, content],
-        },
-        ...sqliteDialect.insertRows(withPk(rows, pk)),
+          params: [pks[i], c.type, c.id, c.lastUpdated, c.content],
+        })),
+        ...sqliteDialect.insertRows(rowsOfAll(creates, (i) => pks[i], 'bigint')),
       ],
     };
   },
@@ -291,17 +325,36 @@ export const postgresDialect: Dialect = {
   probeSuffix: ' OFFSET 0',
   jsonIntegers: 'SELECT jsonb_array_elements_text(?::jsonb)::bigint',
   jsonTexts: 'SELECT jsonb_array_elements_text(?::jsonb)',
-  insertNewResource(type, id, lastUpdated, content, rows) {
-    const { present, arrays } = columnArrays(rows);
-    const insertRows = present.map(
-      ({ table, pkColumn, columns, pgTypes }, i) =>
-        `, i${i} AS (INSERT INTO ${table} (${pkColumn}, ${columns.join(', ')}) SELECT r.pk, u.* FROM r, ${unnestOf(pgTypes)} AS u)`,
-    );
+  insertNewResources(creates) {
+    // The index rows carry their resource's place in `creates` (`n`), joined to the new pks through `k`.
+    const { present, arrays } = columnArrays(rowsOfAll(creates, (i) => i + 1, 'bigint'));
+    const insertRows = present.map(({ table, columns, pgTypes }, i) => {
+      const [pkColumn, ...rest] = columns;
+      const names = rest.map((_, c) => `v.c${c}`);
+      return `, i${i} AS (INSERT INTO ${table} (${pkColumn}, ${rest.join(', ')}) SELECT k.pk, ${names.join(', ')} FROM k JOIN ${unnestOf(pgTypes)} AS v(n, ${rest.map((_, c) => `c${c}`).join(', ')}) ON v.n = k.n)`;
+    });
     return {
-      insert: {
-        sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content), h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r)${insertRows.join('')} SELECT pk FROM r`,
-        params: [type, id, lastUpdated, content, ...arrays],
-      },
+      insert: [
+        {
+          sql:
+            // The contents travel as one text split at U+001E: JSON.stringify escapes every control
+            // character inside strings and writes none outside them, so no content holds one. As a text[]
+            // parameter the driver escapes each content's quotes in JavaScript (8% of an import's thread).
+            `WITH u AS (SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], string_to_array(?::text, chr(30))) WITH ORDINALITY AS u(type, id, last_updated, content, n))` +
+            // ORDER BY n: the new pks follow the order of `creates`.
+            `, r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) SELECT type, id, 1, last_updated, 0, content FROM u ORDER BY n RETURNING pk, type, id, version, last_updated, content)` +
+            `, h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r)` +
+            `, k AS (SELECT u.n, r.pk FROM u JOIN r ON r.type = u.type AND r.id = u.id)` +
+            `${insertRows.join('')} SELECT pk, type, id FROM r`,
+          params: [
+            creates.map((c) => c.type),
+            creates.map((c) => c.id),
+            creates.map((c) => c.lastUpdated),
+            creates.map((c) => c.content).join(CONTENT_SEPARATOR),
+            ...arrays,
+          ] as unknown as SqlValue[],
+        },
+      ],
       then: () => [],
     };
   },

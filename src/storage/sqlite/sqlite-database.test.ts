@@ -6,7 +6,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../../test/support/databases.js';
 import type { TestDatabase } from '../../../test/support/databases.js';
+import { LinkWriter } from '../link-writer.js';
+import { migrate } from '../migrate.js';
 import { sqliteDialect } from '../sql/dialect.js';
+import { SqlResourceStore } from '../sql-resource-store.js';
 import { SqliteDatabase, sqliteFileName } from './sqlite-database.js';
 
 describe('SqliteDatabase group commit', () => {
@@ -98,6 +101,36 @@ describe('SqliteDatabase statement and savepoint journals', () => {
       });
       expect(during).toEqual([]);
       expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM r'))[0].n).toBe(2 * ROWS);
+    },
+  );
+
+  it.runIf(existsSync('/proc/self/fd'))(
+    "writes a transaction's thousand held-back creates, their history and rows, without a journal file",
+    async () => {
+      const storeDb = sqliteTestDatabase();
+      const resources = new SqliteDatabase(storeDb.url);
+      try {
+        await migrate(resources);
+        const store = new SqlResourceStore(resources, [new LinkWriter('http://localhost/fhir')]);
+        let during: string[] = ['not checked'];
+        await store.transaction(async (tx, executor) => {
+          for (let i = 0; i < 1000; i++) {
+            // 2 KB each: one INSERT of 64 changes far more than the 64 KiB a journal keeps in memory.
+            const note = [{ text: `${i} ${'x'.repeat(2000)}` }];
+            await tx.create({ resourceType: 'Observation', subject: { reference: `Patient/p${i}` }, note });
+          }
+          await executor.query('SELECT 1'); // writes the held-back creates
+          during = sqliteTempFilesOpen();
+        });
+        expect(during).toEqual([]);
+        const [counts] = await resources.query<{ r: number; h: number; l: number }>(
+          'SELECT (SELECT count(*) FROM resource) AS r, (SELECT count(*) FROM resource_history) AS h, (SELECT count(*) FROM resource_link) AS l',
+        );
+        expect(counts).toEqual({ r: 1000, h: 1000, l: 1000 });
+      } finally {
+        await resources.close();
+        await storeDb.dispose();
+      }
     },
   );
 

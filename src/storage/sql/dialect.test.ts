@@ -109,6 +109,24 @@ describe('insertNewResources', () => {
     expect(postgresDialect.createIsOneStatement).toBe(true);
   });
 
+  it('PostgreSQL: one resource (an API create) in one statement whose rows take the new pk without a join', () => {
+    const { insert, then } = postgresDialect.insertNewResources([creates[0]]);
+    expect(insert).toHaveLength(1);
+    const [{ sql, params }] = insert;
+    expect(sql).toMatch(
+      /^WITH r AS \(INSERT INTO resource \(type, id, version, last_updated, deleted, content\) VALUES \(\?, \?, 1, \?, 0, \?\) RETURNING pk, .*\), h AS \(INSERT INTO resource_history .* FROM r\)/,
+    );
+    expect(sql).toContain(
+      'i0 AS (INSERT INTO idx_string (pk, sp, grp, norm, exact) SELECT r.pk, u.* FROM r, unnest(?::bigint[], ?::int[], ?::text[], ?::text[]) AS u)',
+    );
+    expect(sql).toContain(
+      'i1 AS (INSERT INTO resource_link (source_pk, target_type, target_id) SELECT r.pk, u.* FROM r, unnest(?::text[], ?::text[]) AS u)',
+    );
+    expect(sql.endsWith(' SELECT pk, type, id FROM r')).toBe(true);
+    expect(params).toEqual(['Patient', 'a', 1, '{"a":1}', [5, 6], [0, 1], ['a', 'b'], ['A', 'B'], ['Patient'], ['p1']]);
+    expect(then([7])).toEqual([]);
+  });
+
   it('SQLite: the resources in multi-row INSERTs answering their pks, each history row on its own, then every table of rows with the pks put first', () => {
     const { insert, then } = sqliteDialect.insertNewResources(creates);
     expect(insert).toEqual([

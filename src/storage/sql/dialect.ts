@@ -326,6 +326,26 @@ export const postgresDialect: Dialect = {
   jsonIntegers: 'SELECT jsonb_array_elements_text(?::jsonb)::bigint',
   jsonTexts: 'SELECT jsonb_array_elements_text(?::jsonb)',
   insertNewResources(creates) {
+    const history = `, h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r)`;
+    if (creates.length === 1) {
+      // One resource (an API create): every row takes the one new pk, with no join (0.07 ms a create less
+      // than the shape below, measured).
+      const [{ type, id, lastUpdated, content, rows }] = creates;
+      const { present, arrays } = columnArrays(rows);
+      const insertRows = present.map(
+        ({ table, pkColumn, columns, pgTypes }, i) =>
+          `, i${i} AS (INSERT INTO ${table} (${pkColumn}, ${columns.join(', ')}) SELECT r.pk, u.* FROM r, ${unnestOf(pgTypes)} AS u)`,
+      );
+      return {
+        insert: [
+          {
+            sql: `WITH r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES (?, ?, 1, ?, 0, ?) RETURNING pk, type, id, version, last_updated, content)${history}${insertRows.join('')} SELECT pk, type, id FROM r`,
+            params: [type, id, lastUpdated, content, ...arrays],
+          },
+        ],
+        then: () => [],
+      };
+    }
     // The index rows carry their resource's place in `creates` (`n`), joined to the new pks through `k`.
     const { present, arrays } = columnArrays(rowsOfAll(creates, (i) => i + 1, 'bigint'));
     const insertRows = present.map(({ table, columns, pgTypes }, i) => {
@@ -343,7 +363,7 @@ export const postgresDialect: Dialect = {
             `WITH u AS (SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], string_to_array(?::text, chr(30))) WITH ORDINALITY AS u(type, id, last_updated, content, n))` +
             // ORDER BY n: the new pks follow the order of `creates`.
             `, r AS (INSERT INTO resource (type, id, version, last_updated, deleted, content) SELECT type, id, 1, last_updated, 0, content FROM u ORDER BY n RETURNING pk, type, id, version, last_updated, content)` +
-            `, h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r)` +
+            history +
             `, k AS (SELECT u.n, r.pk FROM u JOIN r ON r.type = u.type AND r.id = u.id)` +
             `${insertRows.join('')} SELECT pk, type, id FROM r`,
           params: [

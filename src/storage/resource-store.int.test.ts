@@ -224,13 +224,26 @@ describe.each(BACKENDS)('ResourceStore on %s', (backend) => {
           pkColumn: 'source_pk',
           columns: ['target_type', 'target_id'],
           pgTypes: ['text', 'text'],
-          rows: [['Group', `of-${String(resource.id)}`]],
+          // The family too: the tricky texts below go through the database's array parameters as well.
+          rows: [
+            ['Group', `of-${String(resource.id)}`],
+            ['Group', (resource.name as { family: string }[])[0].family],
+          ],
         },
       ],
     };
     const linkingStore = new SqlResourceStore(db, [linking]);
     // Quotes, backslashes, a separator character and text outside the BMP, in each content.
-    const tricky = ['a "quoted" \\ name', 'record\u001eseparator', 'emoji \u{1F600} and \u00e9', '', '{}'];
+    const tricky = [
+      'a "quoted" \\ name',
+      'record\u001eseparator',
+      'emoji \u{1F600} and \u00e9',
+      '',
+      '{}',
+      'NULL',
+      'a, {b}',
+    ];
+    const alone = (await linkingStore.create(patient(tricky[0]))).stored.id; // a lone create, outside a transaction
     const { ids, seenInside } = await linkingStore.transaction(async (tx, executor) => {
       const created = [];
       for (const family of tricky) created.push((await tx.create(patient(family))).stored.id);
@@ -241,7 +254,7 @@ describe.each(BACKENDS)('ResourceStore on %s', (backend) => {
       return { ids: created, seenInside: Number(n) };
     });
     expect(seenInside).toBe(tricky.length);
-    for (const [i, id] of ids.entries()) {
+    for (const [i, id] of [...ids.entries(), [0, alone] as const]) {
       const read = await store.read('Patient', id);
       expect(JSON.parse(read!.content!).name).toEqual([{ family: tricky[i] }]);
       expect((await store.history({ type: 'Patient', id, count: 10 })).versions.map((v) => v.versionId)).toEqual([1]);
@@ -249,7 +262,7 @@ describe.each(BACKENDS)('ResourceStore on %s', (backend) => {
         'SELECT l.target_id FROM resource_link l JOIN resource r ON r.pk = l.source_pk WHERE r.type = ? AND r.id = ?',
         ['Patient', id],
       );
-      expect(links.map((l) => l.target_id)).toEqual([`of-${id}`]);
+      expect(links.map((l) => l.target_id).sort()).toEqual([`of-${id}`, tricky[i]].sort());
     }
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { postgresDialect, SQLITE_ROWS_PER_INSERT, sqliteDialect } from './dialect.js';
+import { pgArrayLiteral, postgresDialect, SQLITE_ROWS_PER_INSERT, sqliteDialect } from './dialect.js';
 import type { RowInsert } from './dialect.js';
 
 const inserts: RowInsert[] = [
@@ -16,16 +16,27 @@ const inserts: RowInsert[] = [
   { table: 'idx_b', columns: ['pk', 'n'], pgTypes: ['bigint', 'float8'], rows: [[1, 2.5]] },
 ];
 
+describe('pgArrayLiteral', () => {
+  it('quotes every text, escapes only quotes and backslashes, writes NULL and numbers bare', () => {
+    const rows = [['plain'], ['a "q" \\ b'], [''], ['NULL'], ['a, {b}'], [null], [1.5], [-2], [1e-7], [12345678901234]];
+    expect(pgArrayLiteral(rows, 0)).toBe(
+      '{"plain","a \\"q\\" \\\\ b","","NULL","a, {b}",NULL,1.5,-2,1e-7,12345678901234}',
+    );
+    expect(pgArrayLiteral([], 0)).toBe('{}');
+    expect(() => pgArrayLiteral([[Buffer.from('x')]], 0)).toThrow(TypeError);
+  });
+});
+
 describe('insertRows', () => {
   it('PostgreSQL: one statement for every table with rows, one array per column', () => {
     expect(postgresDialect.insertRows(inserts)).toEqual([
       {
         sql: 'WITH i0 AS (INSERT INTO idx_a (pk, v) SELECT * FROM unnest(?::bigint[], ?::text[])), i1 AS (INSERT INTO idx_b (pk, n) SELECT * FROM unnest(?::bigint[], ?::float8[])) SELECT 1',
-        params: [[1, 1], ['x', 'y'], [1], [2.5]],
+        params: ['{1,1}', '{"x","y"}', '{1}', '{2.5}'],
       },
     ]);
     expect(postgresDialect.insertRows([inserts[2]])).toEqual([
-      { sql: 'INSERT INTO idx_b (pk, n) SELECT * FROM unnest(?::bigint[], ?::float8[])', params: [[1], [2.5]] },
+      { sql: 'INSERT INTO idx_b (pk, n) SELECT * FROM unnest(?::bigint[], ?::float8[])', params: ['{1}', '{2.5}'] },
     ]);
     expect(postgresDialect.insertRows([inserts[1]])).toEqual([]);
   });
@@ -96,14 +107,14 @@ describe('insertNewResources', () => {
       ['a', 'b'],
       [1, 2],
       '{"a":1}\u001e{"b":2}',
-      [1, 1, 2, 2],
-      [5, 6, 5, 6],
-      [0, 1, 0, 1],
-      ['a', 'b', 'c', 'b'],
-      ['A', 'B', 'C', 'B'],
-      [1],
-      ['Patient'],
-      ['p1'],
+      '{1,1,2,2}',
+      '{5,6,5,6}',
+      '{0,1,0,1}',
+      '{"a","b","c","b"}',
+      '{"A","B","C","B"}',
+      '{1}',
+      '{"Patient"}',
+      '{"p1"}',
     ]);
     expect(then([7, 8])).toEqual([]);
     expect(postgresDialect.createIsOneStatement).toBe(true);
@@ -123,7 +134,18 @@ describe('insertNewResources', () => {
       'i1 AS (INSERT INTO resource_link (source_pk, target_type, target_id) SELECT r.pk, u.* FROM r, unnest(?::text[], ?::text[]) AS u)',
     );
     expect(sql.endsWith(' SELECT pk, type, id FROM r')).toBe(true);
-    expect(params).toEqual(['Patient', 'a', 1, '{"a":1}', [5, 6], [0, 1], ['a', 'b'], ['A', 'B'], ['Patient'], ['p1']]);
+    expect(params).toEqual([
+      'Patient',
+      'a',
+      1,
+      '{"a":1}',
+      '{5,6}',
+      '{0,1}',
+      '{"a","b"}',
+      '{"A","B"}',
+      '{"Patient"}',
+      '{"p1"}',
+    ]);
     expect(then([7])).toEqual([]);
   });
 

@@ -174,11 +174,37 @@ function rowsOfAll<P extends SqlValue>(
   return [...byTable.values()];
 }
 
-/** PostgreSQL: the tables that have rows, and one array parameter per column of each, in order. */
-function columnArrays<T extends RowInsert>(inserts: readonly T[]): { present: T[]; arrays: SqlValue[] } {
+/**
+ * PostgreSQL: the tables that have rows, and one array parameter per column of each, in order, each as
+ * its array literal (pgArrayLiteral).
+ */
+function columnArrays<T extends RowInsert>(inserts: readonly T[]): { present: T[]; arrays: string[] } {
   const present = inserts.filter((insert) => insert.rows.length > 0);
-  const arrays = present.flatMap(({ columns, rows }) => columns.map((_, c) => rows.map((row) => row[c])));
-  return { present, arrays: arrays as unknown as SqlValue[] };
+  const arrays = present.flatMap(({ columns, rows }) => columns.map((_, c) => pgArrayLiteral(rows, c)));
+  return { present, arrays };
+}
+
+const NEEDS_ESCAPE = /["\\]/;
+
+/**
+ * The PostgreSQL array literal of column `column` of `rows` (`{"a","b \\"c\\"",NULL,1.5}`), as the driver
+ * would send the array (it sends arrays as text too), but escaping only a text that holds `"` or `\`:
+ * the driver runs two replaces over every element, 7% of a PostgreSQL import's thread. Texts are always
+ * quoted (an empty text, `NULL`, a comma or a brace in one are then plain text); numbers are written as
+ * JavaScript prints them, which float8 and bigint read back exactly.
+ */
+export function pgArrayLiteral(rows: readonly (readonly SqlValue[])[], column: number): string {
+  let literal = '{';
+  for (let i = 0; i < rows.length; i++) {
+    if (i > 0) literal += ',';
+    const value = rows[i][column];
+    if (value === null || value === undefined) literal += 'NULL';
+    else if (typeof value === 'string') {
+      literal += NEEDS_ESCAPE.test(value) ? `"${value.replace(/["\\]/g, '\\$&')}"` : `"${value}"`;
+    } else if (typeof value === 'number' || typeof value === 'bigint') literal += String(value);
+    else throw new TypeError('Index rows hold texts and numbers only');
+  }
+  return `${literal}}`;
 }
 
 /** PostgreSQL: `unnest` of one array parameter per column type, yielding the rows. */

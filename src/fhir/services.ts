@@ -93,6 +93,12 @@ export interface FhirServices {
   readonly store: ResourceStore;
   readonly types: ResourceTypes;
   readonly validate: (resource: unknown) => ValidationIssue[];
+  /**
+   * Validates, ahead of their writes and in parallel where it can (the importer: on worker threads and its
+   * own), the resources a transaction rewrote (its references resolved), so that `validate` answers them
+   * from those verdicts; the answer forgets the verdicts not used. Absent: `validate` does all the work.
+   */
+  readonly prevalidate?: (resources: readonly unknown[]) => Promise<() => void>;
   readonly search: SearchEngine;
   /** `${AMBIENT_PUBLIC_URL}/fhir`, the base of every absolute link. */
   readonly baseUrl: string;

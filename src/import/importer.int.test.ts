@@ -17,6 +17,7 @@ import type { TestDatabase } from '../../test/support/databases.js';
 import { fixturesDir } from '../../test/support/fixtures.js';
 import { Importer } from './importer.js';
 import { findSourceFiles, loadOrder } from './sources.js';
+import { ValidationPool } from './validation-pool.js';
 
 const NDJSON = join(fixturesDir(), 'synthea-bulk-ndjson', '10-patients');
 const BUNDLES = join(fixturesDir(), 'synthea-r4-bundles');
@@ -155,5 +156,61 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     expect(all.entry).toHaveLength(8);
     const referring = await search('Basic', 'subject=Basic/flight-3');
     expect(referring.entry?.map((e) => e.resource.id)).toEqual(['flight-6']);
+  });
+
+  it('with validation workers, still refuses invalid resources whose references it rewrote, and loads the rest', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
+    const conditional = { reference: 'Basic?identifier=urn:test|pool-target' };
+    writeFileSync(
+      join(dir, '1-Basic.ndjson'),
+      [
+        JSON.stringify({
+          resourceType: 'Basic',
+          id: 'pool-target',
+          identifier: [{ system: 'urn:test', value: 'pool-target' }],
+          code: { text: 't' },
+        }),
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(dir, '2-Basic.ndjson'),
+      [
+        JSON.stringify({ resourceType: 'Basic', id: 'pool-ok', code: { text: 'ok' }, subject: conditional }),
+        JSON.stringify({ resourceType: 'Basic', id: 'pool-bad', subject: conditional }), // no code: invalid
+        JSON.stringify({ resourceType: 'Basic', id: 'pool-plain', code: { text: 'plain' } }),
+      ].join('\n'),
+    );
+    const bundle = {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:1',
+          resource: { resourceType: 'Basic', code: { text: 'b1' } },
+          request: { method: 'POST', url: 'Basic' },
+        },
+        {
+          fullUrl: 'urn:uuid:2',
+          resource: { resourceType: 'Basic', subject: { reference: 'urn:uuid:1' } },
+          request: { method: 'POST', url: 'Basic' },
+        },
+      ],
+    };
+    writeFileSync(join(dir, '3-bad-bundle.json'), JSON.stringify(bundle));
+    const pool = new ValidationPool(1);
+    try {
+      const summary = await new Importer(services, { validationPool: pool }).importFiles(findSourceFiles([dir]));
+      expect(summary.resources).toBe(3);
+      expect(summary.failures.map((f) => [f.file.split('/').pop(), f.line])).toEqual([
+        ['2-Basic.ndjson', 2],
+        ['3-bad-bundle.json', undefined],
+      ]);
+      expect(summary.failures.every((f) => f.reason.includes('Basic.code'))).toBe(true);
+    } finally {
+      await pool.close();
+    }
+    const ok = await search('Basic', '_id=pool-ok');
+    expect(ok.entry?.[0].resource.subject.reference).toBe('Basic/pool-target');
+    expect((await search('Basic', '_id=pool-bad')).entry ?? []).toEqual([]);
   });
 });

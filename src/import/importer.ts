@@ -4,6 +4,7 @@
 // are resolved by search.
 import { ADMINISTRATOR } from '../auth/administrator.js';
 import { AppError } from '../errors.js';
+import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import { ChunkPipeline } from './pipeline.js';
@@ -50,6 +51,23 @@ function reasonOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/**
+ * A conditional reference (`"reference": "Patient?identifier=..."`) in a line's text. One spelled with
+ * escapes goes unnoticed: then its early verdict is only wasted work, never used.
+ */
+const CONDITIONAL_REFERENCE = /"reference"\s*:\s*"[A-Z][A-Za-z]*\?/;
+
+/** A failed entry's status and what its OperationOutcome says. */
+function responseReason(entry: ResponseEntry): string {
+  const status = entry.response?.status ?? '';
+  const diagnostics =
+    entry.response?.outcome?.issue
+      ?.map((i) => i.diagnostics)
+      .filter(Boolean)
+      .join('; ') ?? status;
+  return `${status}: ${diagnostics}`;
+}
+
 /** NDJSON resources keep their ids (PUT, an upsert): bulk exports refer to each other by those ids. */
 function entryFor(resource: Json): Entry {
   const type = String(resource.resourceType);
@@ -78,8 +96,11 @@ export class Importer {
 
   constructor(services: FhirServices, options: ImporterOptions = {}) {
     this.validationPool = options.validationPool;
-    const validate = this.validationPool?.validateWith(services.validate) ?? services.validate;
-    this.request = { services: { ...services, validate }, principal: ADMINISTRATOR };
+    const pool = this.validationPool;
+    const validate = pool?.validateWith(services.validate) ?? services.validate;
+    const prevalidate =
+      pool && ((resources: readonly unknown[]) => pool.prevalidateResources(resources, services.validate));
+    this.request = { services: { ...services, validate, prevalidate }, principal: ADMINISTRATOR };
     this.chunkSize = options.chunkSize ?? 250;
     this.concurrency = options.concurrency ?? 1;
   }
@@ -125,7 +146,7 @@ export class Importer {
               e.resource ? [e.resource] : [],
             )
           : [document];
-      await this.writeBatch(path, resources.map(entryFor), summary, (entry) => ({ entry }));
+      await this.writeEach(path, resources.map(entryFor), summary, (entry) => ({ entry }));
       return;
     }
     try {
@@ -146,8 +167,11 @@ export class Importer {
       chunk = [];
       const where = (entry: number) => ({ line: lines[entry].line });
       const keys = new Set(lines.flatMap((l) => (l.entry.request.method === 'PUT' ? [l.entry.request.url] : [])));
-      // Started now, while earlier chunks are still being written.
-      const validated = this.validationPool?.prevalidate(lines.map((l) => l.text));
+      // Started now, while earlier chunks are still being written. A line with a conditional reference is
+      // left out: its transaction rewrites it, and validates the rewritten resource (services.prevalidate).
+      const validated = this.validationPool?.prevalidate(
+        lines.flatMap((l) => (CONDITIONAL_REFERENCE.test(l.text) ? [] : [l.text])),
+      );
       await pipeline.add(
         keys,
         async () => {
@@ -169,7 +193,7 @@ export class Importer {
         },
         // One bad line fails its whole transaction: load the lines one by one to find it and keep the rest.
         async () => {
-          await this.writeBatch(
+          await this.writeEach(
             path,
             lines.map((l) => l.entry),
             summary,
@@ -201,25 +225,27 @@ export class Importer {
     summary.failures.push(...failures.sort((a, b) => (a.line ?? 0) - (b.line ?? 0)));
   }
 
-  /** Entries as a batch: each succeeds or fails on its own. */
-  private async writeBatch(
+  /**
+   * Entries one by one, each its own transaction, so each succeeds or fails alone and still has its
+   * conditional references resolved (a batch leaves them as they are: https://hl7.org/fhir/R4/http.html#trules).
+   */
+  private async writeEach(
     path: string,
     entries: Entry[],
     summary: ImportSummary,
     where: (entry: number) => Partial<ImportFailure>,
   ) {
-    const max = this.request.services.config.maxBundleEntries;
-    for (let start = 0; start < entries.length; start += max) {
-      const slice = entries.slice(start, start + max);
+    for (const [index, entry] of entries.entries()) {
       try {
         const response = await bundleInteraction(
           this.request,
-          { resourceType: 'Bundle', type: 'batch', entry: slice },
+          { resourceType: 'Bundle', type: 'transaction', entry: [entry] },
           { returnResources: false },
         );
-        this.count(path, response.body, summary, (entry) => where(start + entry));
+        this.count(path, response.body, summary, () => where(index));
       } catch (error) {
-        summary.failures.push({ file: path, reason: reasonOf(error) });
+        const reason = error instanceof AppError ? responseReason(errorEntry(error)) : reasonOf(error);
+        summary.failures.push({ file: path, ...where(index), reason });
       }
     }
   }
@@ -235,14 +261,8 @@ export class Importer {
     (bundle.entry ?? []).forEach((entry, index) => {
       const status = entry.response?.status ?? '';
       if (/^20[01]/.test(status)) summary.resources++;
-      else if (!/^2/.test(status)) {
-        const reason =
-          entry.response?.outcome?.issue
-            ?.map((i) => i.diagnostics)
-            .filter(Boolean)
-            .join('; ') ?? status;
-        summary.failures.push({ file: path, ...where(index), reason: `${status}: ${reason}` });
-      }
+      else if (!/^2/.test(status))
+        summary.failures.push({ file: path, ...where(index), reason: responseReason(entry) });
     });
   }
 }

@@ -64,4 +64,36 @@ describe('ValidationPool', () => {
       await lonely.close();
     }
   });
+
+  it('validates rewritten resources ahead, sharing them between the workers and its own thread', async () => {
+    const shared = new ValidationPool(1);
+    try {
+      // The worker is not started yet: this thread validates them all rather than wait for it.
+      const early = [{ ...valid, id: 'early' }];
+      calls.length = 0;
+      const forgetEarly = await shared.prevalidateResources(early, inline);
+      expect(calls).toEqual(early);
+      forgetEarly();
+      await shared.prevalidate([JSON.stringify(valid)]); // waits for the worker to be ready
+      const resources = Array.from({ length: 10 }, (_, i) => ({ ...(i % 2 ? invalid : valid), id: `r${i}` }));
+      calls.length = 0;
+      const forget = await shared.prevalidateResources(resources, inline);
+      // Half here, half on the worker.
+      expect(calls).toEqual(resources.slice(5));
+      const validate = shared.validateWith(inline);
+      calls.length = 0;
+      const answers = resources.map((resource) => validate(structuredClone(resource)));
+      expect(calls).toEqual([]);
+      expect(answers).toEqual(resources.map((resource) => validateResource(resource, registry)));
+      expect(answers.filter((issues) => issues.length > 0)).toHaveLength(5);
+      // Changed since: validated again. Forgotten: validated again.
+      expect(validate({ ...resources[0], gender: 'nonsense' }).length).toBeGreaterThan(0);
+      expect(calls).toHaveLength(1);
+      forget();
+      validate(structuredClone(resources[2]));
+      expect(calls).toHaveLength(2);
+    } finally {
+      await shared.close();
+    }
+  });
 });

@@ -48,12 +48,17 @@ class PooledWorker {
   private nextId = 0;
   /** False once the thread failed or exited: asked nothing more. */
   alive = true;
+  /** True once the thread has loaded the definitions and can answer at once. */
+  started = false;
 
   constructor() {
     this.ready = new Promise<void>((resolve, reject) => {
       this.thread.once('error', reject);
       this.thread.once('exit', (code) => reject(new Error(`validation worker exited (${code})`)));
-      this.thread.once('message', () => resolve());
+      this.thread.once('message', () => {
+        this.started = true;
+        resolve();
+      });
     });
     this.ready.catch(() => undefined); // awaited by validate(), whose caller falls back
     this.thread.on('message', (message: ValidationReply | { ready: true }) => {
@@ -98,7 +103,7 @@ class PooledWorker {
 }
 
 export class ValidationPool {
-  /** Started by the first chunk: an import of Bundles alone never needs them. */
+  /** Started by the first NDJSON chunk or rewritten transaction: an import of nothing never needs them. */
   private workers: PooledWorker[] | undefined;
   /** Verdicts of the chunks in flight, by canonical text; a chunk's are removed when it is done. */
   private readonly verdicts = new Map<string, ValidationIssue[]>();
@@ -121,6 +126,42 @@ export class ValidationPool {
     } catch {
       return [];
     }
+  }
+
+  /**
+   * Validates `resources` now, split between the started workers and this thread, which validates an
+   * equal share itself while they work on theirs; keeps each verdict under the resource's text, as
+   * `prevalidate` does. The answer forgets those the writer did not use. For resources the importer
+   * cannot hand over before their transaction: those whose references it rewrote.
+   */
+  async prevalidateResources(
+    resources: readonly unknown[],
+    validate: (resource: unknown) => ValidationIssue[],
+  ): Promise<() => void> {
+    const texts = resources.map((resource) => JSON.stringify(resource));
+    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
+    // A worker still loading would keep this thread waiting: it gets no share.
+    const helpers = this.workers.filter((worker) => worker.alive && worker.started);
+    const share = Math.ceil(texts.length / (helpers.length + 1));
+    const replies = helpers.map((worker, i) =>
+      worker.validate(texts.slice(i * share, (i + 1) * share)).catch(() => undefined),
+    );
+    const keys: string[] = [];
+    for (let i = helpers.length * share; i < texts.length; i++) {
+      try {
+        this.verdicts.set(texts[i], validate(resources[i]));
+        keys.push(texts[i]);
+      } catch {
+        // Validated again by the writer, which reports the error.
+      }
+    }
+    for (const reply of await Promise.all(replies)) {
+      for (const { key, issues } of reply?.verdicts ?? []) {
+        this.verdicts.set(key, issues);
+        keys.push(key);
+      }
+    }
+    return () => this.release(keys);
   }
 
   /** Forgets the verdicts of a chunk that is done (those the writer did not use). */

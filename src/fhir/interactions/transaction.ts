@@ -61,8 +61,17 @@ async function transactionInteraction(
     await store.readAhead(
       planned.flatMap(({ action }) => (action.kind === 'update' || action.kind === 'delete' ? [action] : [])),
     );
-    await performWrites(txRequest, planned, answers, options, label);
-    await performReads(txRequest, tx, planned, answers, options, label);
+    // The resources resolveReferences rewrote (copies): validated ahead, together, where the services can.
+    const rewritten = planned.flatMap((entry) =>
+      entry.resource !== undefined && entry.resource !== parsed[entry.index].resource ? [entry.resource] : [],
+    );
+    const forget = rewritten.length > 0 ? await request.services.prevalidate?.(rewritten) : undefined;
+    try {
+      await performWrites(txRequest, planned, answers, options, label);
+      await performReads(txRequest, tx, planned, answers, options, label);
+    } finally {
+      forget?.();
+    }
     return answers;
   });
   return {

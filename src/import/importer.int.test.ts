@@ -213,4 +213,45 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     expect(ok.entry?.[0].resource.subject.reference).toBe('Basic/pool-target');
     expect((await search('Basic', '_id=pool-bad')).entry ?? []).toEqual([]);
   });
+
+  it('with several transactions in flight, loads transaction Bundles as one at a time would', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
+    const tx = (...entry: unknown[]) => JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry });
+    const post = (resource: Record<string, unknown>, ifNoneExist?: string) => ({
+      fullUrl: `urn:uuid:${Math.random()}`,
+      resource,
+      request: { method: 'POST', url: resource.resourceType, ...(ifNoneExist ? { ifNoneExist } : {}) },
+    });
+    const put = (resource: Record<string, unknown>) => ({
+      resource,
+      request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` },
+    });
+    const org = { resourceType: 'Organization', identifier: [{ system: 'urn:bundles', value: 'org-1' }], name: 'One' };
+    const basic = (id: string, text: string, extra: Record<string, unknown> = {}) => ({
+      resourceType: 'Basic',
+      id,
+      code: { text },
+      ...extra,
+    });
+    const files = [
+      tx(post(org)),
+      // Refers to what the first creates: beside it, not there yet; it runs again after it.
+      tx(put(basic('bundles-ref', 'r', { author: { reference: 'Organization?identifier=urn:bundles|org-1' } }))),
+      tx(put(basic('bundles-same', 'first'))),
+      tx(put({ resourceType: 'Basic', id: 'bundles-bad' })), // invalid: fails, reported once
+      tx(put(basic('bundles-same', 'last'))), // the same resource: after the one before
+      // A conditional create runs alone, after the others: it finds the first Bundle's Organization.
+      tx(post(org, 'identifier=urn:bundles|org-1')),
+    ];
+    files.forEach((text, i) => writeFileSync(join(dir, `bundle-${i}.json`), text));
+    const summary = await new Importer(services, { concurrency: 3 }).importFiles(findSourceFiles([dir]));
+    expect(summary.failures.map((f) => f.file.split('/').pop())).toEqual(['bundle-3.json']);
+    expect(summary.resources).toBe(5); // the conditional create's match counts, as a 200
+    const ref = await search('Basic', '_id=bundles-ref');
+    expect(ref.entry?.[0].resource.author.reference).toMatch(/^Organization\/[^?]+$/);
+    const same = await search('Basic', '_id=bundles-same');
+    expect(same.entry?.[0].resource.code.text).toBe('last');
+    expect(same.entry?.[0].resource.meta.versionId).toBe('2');
+    expect((await search('Organization', 'identifier=urn:bundles|org-1')).entry).toHaveLength(1);
+  });
 });

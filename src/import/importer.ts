@@ -4,6 +4,8 @@
 // are resolved by search.
 import { ADMINISTRATOR } from '../auth/administrator.js';
 import { AppError } from '../errors.js';
+import { parseEntryRequest } from '../fhir/bundle-entry-request.js';
+import type { EntryAction, EntryRequest } from '../fhir/bundle-entry-request.js';
 import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
@@ -111,6 +113,10 @@ export class Importer {
   ): Promise<ImportSummary> {
     const started = performance.now();
     const summary: ImportSummary = { files: 0, resources: 0, seconds: 0, failures: [] };
+    // Transaction Bundles that only write by id or create are written several at a time, where the
+    // database writes in parallel (a Synthea import is hundreds of them); anything else waits for them.
+    const bundles = new ChunkPipeline(this.concurrency);
+    const drainBundles = () => bundles.drain();
     for (const file of files) {
       const before = summary.resources;
       const report = () =>
@@ -121,16 +127,29 @@ export class Importer {
           resources: summary.resources,
         });
       report();
-      if (file.kind === 'ndjson') await this.importNdjson(file.path, summary, report);
-      else await this.importJson(file.path, summary);
+      if (file.kind === 'ndjson') {
+        await drainBundles();
+        await this.importNdjson(file.path, summary, report);
+      } else {
+        await this.importJson(file.path, summary, bundles, drainBundles);
+      }
       summary.files++;
       if (summary.resources !== before) report();
     }
+    await drainBundles();
+    // Bundles finish in any order: failures are reported in file order (and a file's in line order).
+    const order = new Map(files.map((file, index) => [file.path, index]));
+    summary.failures.sort((a, b) => (order.get(a.file) ?? 0) - (order.get(b.file) ?? 0));
     summary.seconds = (performance.now() - started) / 1000;
     return summary;
   }
 
-  private async importJson(path: string, summary: ImportSummary): Promise<void> {
+  private async importJson(
+    path: string,
+    summary: ImportSummary,
+    bundles: ChunkPipeline,
+    drainBundles: () => Promise<void>,
+  ): Promise<void> {
     let document: Json;
     try {
       document = JSON.parse(readJsonText(path)) as Json;
@@ -146,15 +165,55 @@ export class Importer {
               e.resource ? [e.resource] : [],
             )
           : [document];
+      await drainBundles();
       await this.writeEach(path, resources.map(entryFor), summary, (entry) => ({ entry }));
       return;
     }
-    try {
+    const write = async (): Promise<void> => {
       const response = await bundleInteraction(this.request, document, { returnResources: false });
       this.count(path, response.body, summary, (entry) => ({ entry }));
-    } catch (error) {
-      summary.failures.push({ file: path, reason: reasonOf(error) });
+    };
+    const keys = document.type === 'transaction' ? this.writtenKeys(document) : undefined;
+    if (!keys) {
+      await drainBundles();
+      await write().catch((error: unknown) => summary.failures.push({ file: path, reason: reasonOf(error) }));
+      return;
     }
+    // A Bundle that fails beside others (a conditional reference to what one of them creates is not
+    // there yet) runs again once every Bundle before it is done; only then does its failure count.
+    await bundles.add(
+      keys,
+      () =>
+        write().then(
+          () => true,
+          () => false,
+        ),
+      () => write().catch((error: unknown) => void summary.failures.push({ file: path, reason: reasonOf(error) })),
+    );
+  }
+
+  /**
+   * The resources a transaction Bundle writes by id, when it only creates (unconditionally) and writes by
+   * id: what it does then does not depend on Bundles beside it except through those ids and its
+   * conditional references. Otherwise (a conditional create, update or delete, a read, a malformed
+   * entry) undefined: it runs alone, after the others.
+   */
+  private writtenKeys(document: Json): Set<string> | undefined {
+    const { baseUrl, types } = this.request.services;
+    const isType = (name: string) => types.isResourceType(name);
+    const keys = new Set<string>();
+    for (const entry of Array.isArray(document.entry) ? (document.entry as unknown[]) : []) {
+      let action: EntryAction;
+      try {
+        action = parseEntryRequest((entry as { request?: EntryRequest } | null)?.request, baseUrl, isType);
+      } catch {
+        return undefined;
+      }
+      if (action.kind === 'create' && action.ifNoneExist === undefined) continue;
+      if (action.kind !== 'update' && action.kind !== 'patch' && action.kind !== 'delete') return undefined;
+      keys.add(`${action.type}/${action.id}`);
+    }
+    return keys;
   }
 
   private async importNdjson(path: string, summary: ImportSummary, report: () => void): Promise<void> {

@@ -12,15 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { ValidationIssue } from '../validation/validate.js';
 
-export interface ValidationRequest {
-  readonly id: number;
-  readonly texts: readonly string[];
-}
-
-export interface ValidationReply {
-  readonly id: number;
-  readonly verdicts: { key: string; issues: ValidationIssue[] }[];
-}
+import { CLAIMED_BY_WRITER } from './validation-protocol.js';
+import type { ValidationReply, ValidationRequest } from './validation-protocol.js';
 
 /** The worker module beside this one: .js from dist/, .ts when run from the sources (tests), through tsx. */
 const WORKER_EXTENSION = extname(fileURLToPath(import.meta.url));
@@ -82,18 +75,22 @@ class PooledWorker {
   }
 
   /** Answers once the worker has; counted busy from the call, so that requests spread while it starts. */
-  validate(texts: readonly string[]): Promise<ValidationReply> {
+  validate(texts: readonly string[], shared?: ValidationRequest['shared']): Promise<ValidationReply> {
     const id = this.nextId++;
     const reply = new Promise<ValidationReply>((resolve, reject) => this.pending.set(id, { resolve, reject }));
-    this.ready.then(
-      () => {
-        if (this.pending.has(id)) this.thread.postMessage({ id, texts } satisfies ValidationRequest);
-      },
-      (error: unknown) => {
-        this.pending.get(id)?.reject(error);
-        this.pending.delete(id);
-      },
-    );
+    const post = () => {
+      if (this.pending.has(id)) this.thread.postMessage({ id, texts, shared } satisfies ValidationRequest);
+    };
+    // Posted now when the worker is up: a caller that goes on to validate a share itself must not hold
+    // the request back until it is done.
+    if (this.started) {
+      post();
+      return reply;
+    }
+    this.ready.then(post, (error: unknown) => {
+      this.pending.get(id)?.reject(error);
+      this.pending.delete(id);
+    });
     return reply;
   }
 
@@ -129,10 +126,11 @@ export class ValidationPool {
   }
 
   /**
-   * Validates `resources` now, split between the started workers and this thread, which validates an
-   * equal share itself while they work on theirs; keeps each verdict under the resource's text, as
-   * `prevalidate` does. The answer forgets those the writer did not use. For resources the importer
-   * cannot hand over before their transaction: those whose references it rewrote.
+   * Validates `resources` now, shared between the started workers and this thread: the workers take them
+   * from the front, this thread from the back, until they meet (validation-protocol.ts), so neither
+   * waits long for the other. Keeps each verdict under the resource's text, as `prevalidate` does; the
+   * answer forgets those the writer did not use. For resources the importer cannot hand over before their
+   * transaction: those whose references it rewrote.
    */
   async prevalidateResources(
     resources: readonly unknown[],
@@ -140,25 +138,33 @@ export class ValidationPool {
   ): Promise<() => void> {
     const texts = resources.map((resource) => JSON.stringify(resource));
     this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
-    // A worker still loading would keep this thread waiting: it gets no share.
+    // A worker still loading could not help: it is not asked.
     const helpers = this.workers.filter((worker) => worker.alive && worker.started);
-    const share = Math.ceil(texts.length / (helpers.length + 1));
-    const replies = helpers.map((worker, i) =>
-      worker.validate(texts.slice(i * share, (i + 1) * share)).catch(() => undefined),
+    const claims = new Int32Array(new SharedArrayBuffer(4 * texts.length));
+    const front = new Int32Array(new SharedArrayBuffer(4));
+    const entered = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, helpers.length)));
+    const replies = helpers.map((worker, slot) =>
+      worker.validate(texts, { claims, front, entered, slot }).catch(() => undefined),
     );
     const keys: string[] = [];
-    for (let i = helpers.length * share; i < texts.length; i++) {
+    let last = texts.length - 1;
+    for (; last >= 0 && Atomics.compareExchange(claims, last, 0, CLAIMED_BY_WRITER) === 0; last--) {
       try {
-        this.verdicts.set(texts[i], validate(resources[i]));
-        keys.push(texts[i]);
+        this.verdicts.set(texts[last], validate(resources[last]));
+        keys.push(texts[last]);
       } catch {
         // Validated again by the writer, which reports the error.
       }
     }
-    for (const reply of await Promise.all(replies)) {
-      for (const { key, issues } of reply?.verdicts ?? []) {
-        this.verdicts.set(key, issues);
-        keys.push(key);
+    // Only a worker that had begun when this thread found a line taken can hold lines: the others (busy
+    // with an earlier request) will answer nothing, and are not waited for.
+    if (last >= 0) {
+      const holding = replies.filter((_, slot) => Atomics.load(entered, slot) === 1);
+      for (const reply of await Promise.all(holding)) {
+        for (const { key, issues } of reply?.verdicts ?? []) {
+          this.verdicts.set(key, issues);
+          keys.push(key);
+        }
       }
     }
     return () => this.release(keys);

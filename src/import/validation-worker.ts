@@ -4,24 +4,45 @@
 import { parentPort } from 'node:worker_threads';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { validateResource } from '../validation/validate.js';
-import type { ValidationRequest, ValidationReply } from './validation-pool.js';
+import type { ValidationIssue } from '../validation/validate.js';
+import { CLAIMED_BY_WORKER } from './validation-protocol.js';
+import type { ValidationRequest, ValidationReply } from './validation-protocol.js';
 
 const registry = loadR4Definitions();
 const port = parentPort!;
 
+/** The verdict of one line, or undefined for one it cannot parse or walk (the writer handles those). */
+function verdictOf(text: string): { key: string; issues: ValidationIssue[] } | undefined {
+  let resource: unknown;
+  try {
+    resource = JSON.parse(text);
+  } catch {
+    return undefined; // the importer reports the line itself
+  }
+  try {
+    return { key: JSON.stringify(resource), issues: validateResource(resource, registry) };
+  } catch {
+    return undefined; // a resource the validator cannot walk is validated again by the writer, which reports the error
+  }
+}
+
 port.on('message', (request: ValidationRequest) => {
   const reply: ValidationReply = { id: request.id, verdicts: [] };
-  for (const text of request.texts) {
-    let resource: unknown;
-    try {
-      resource = JSON.parse(text);
-    } catch {
-      continue; // the importer reports the line itself
+  const { texts, shared } = request;
+  if (!shared) {
+    for (const text of texts) {
+      const verdict = verdictOf(text);
+      if (verdict) reply.verdicts.push(verdict);
     }
-    try {
-      reply.verdicts.push({ key: JSON.stringify(resource), issues: validateResource(resource, registry) });
-    } catch {
-      // A resource the validator cannot walk is validated again by the writer, which reports the error.
+  } else {
+    // Shared with the importer's thread, which claims from the end: take the next line from the front
+    // until one is taken (see ValidationPool.prevalidateResources).
+    Atomics.store(shared.entered, shared.slot, 1);
+    for (;;) {
+      const i = Atomics.add(shared.front, 0, 1);
+      if (i >= texts.length || Atomics.compareExchange(shared.claims, i, 0, CLAIMED_BY_WORKER) !== 0) break;
+      const verdict = verdictOf(texts[i]);
+      if (verdict) reply.verdicts.push(verdict);
     }
   }
   port.postMessage(reply);

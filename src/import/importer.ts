@@ -10,7 +10,7 @@ import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import { ChunkPipeline } from './pipeline.js';
-import { readJsonText, readLines } from './sources.js';
+import { MAX_JSON_CHARS, readJsonText, readLines, TooLongError } from './sources.js';
 import type { SourceFile } from './sources.js';
 import type { ValidationPool } from './validation-pool.js';
 
@@ -161,7 +161,8 @@ export class Importer {
     try {
       document = JSON.parse(readJsonText(path)) as Json;
     } catch (error) {
-      summary.failures.push({ file: path, reason: `not JSON: ${(error as Error).message}` });
+      const what = error instanceof TooLongError ? 'too long' : 'not JSON';
+      summary.failures.push({ file: path, reason: `${what}: ${(error as Error).message}` });
       return;
     }
     if (document.resourceType !== 'Bundle' || (document.type !== 'transaction' && document.type !== 'batch')) {
@@ -281,7 +282,15 @@ export class Importer {
       );
     let handOff = Promise.resolve();
     const handOffs: Promise<void>[] = [];
-    for await (const { line, text } of readLines(path)) {
+    for await (const { line, text, tooLong } of readLines(path)) {
+      if (tooLong) {
+        summary.failures.push({
+          file: path,
+          line,
+          reason: `line longer than ${MAX_JSON_CHARS.toLocaleString('en-US')} characters`,
+        });
+        continue;
+      }
       let resource: Json;
       try {
         resource = JSON.parse(text) as Json;

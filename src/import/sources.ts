@@ -2,7 +2,6 @@
 // text whether plain or gzipped.
 import { createReadStream, readFileSync, readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { createGunzip, gunzipSync } from 'node:zlib';
 
 export type SourceKind = 'json' | 'ndjson';
@@ -49,18 +48,75 @@ export function findSourceFiles(paths: readonly string[]): SourceFile[] {
     .map(({ path }) => ({ path, kind: /\.ndjson(\.gz)?$/i.test(path) ? 'ndjson' : 'json' }));
 }
 
-export function readJsonText(path: string): string {
-  const raw = readFileSync(path);
-  return (path.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8');
+/**
+ * The most a JSON file may hold, or an NDJSON line, in characters: one longer is reported and skipped,
+ * never held whole (the importer keeps to 300 MB; V8's longest string is about 512 MiB anyway).
+ */
+export const MAX_JSON_CHARS = 128 * 1024 * 1024;
+
+/** A JSON file or NDJSON line over `MAX_JSON_CHARS`. */
+export class TooLongError extends Error {}
+
+/** A JSON file's text (plain or gzipped); TooLongError past `max` characters. */
+export function readJsonText(path: string, max = MAX_JSON_CHARS): string {
+  const tooLong = () => new TooLongError(`longer than ${max.toLocaleString('en-US')} characters`);
+  if (!path.endsWith('.gz')) {
+    // Bytes: at least as many as characters, at most four times as many.
+    if (statSync(path).size > 4 * max) throw tooLong();
+    const text = readFileSync(path, 'utf8');
+    if (text.length > max) throw tooLong();
+    return text;
+  }
+  let raw: Buffer;
+  try {
+    raw = gunzipSync(readFileSync(path), { maxOutputLength: 4 * max });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw tooLong();
+    throw error;
+  }
+  const text = raw.toString('utf8');
+  if (text.length > max) throw tooLong();
+  return text;
 }
 
-/** The lines of an NDJSON file (plain or gzipped), streamed, with their 1-based numbers. */
-export async function* readLines(path: string): AsyncGenerator<{ line: number; text: string }> {
+/**
+ * The lines of an NDJSON file (plain or gzipped), streamed, with their 1-based numbers; blank lines are
+ * left out. A line ends at `\n` (a `\r` before it is dropped). One longer than `max` characters is
+ * answered as `{ line, tooLong: true }` without its text: the rest of it is skipped as it arrives.
+ */
+export async function* readLines(
+  path: string,
+  max = MAX_JSON_CHARS,
+): AsyncGenerator<
+  { line: number; text: string; tooLong?: undefined } | { line: number; text?: undefined; tooLong: true }
+> {
   const stream = createReadStream(path);
   const input = path.endsWith('.gz') ? stream.pipe(createGunzip()) : stream;
+  input.setEncoding('utf8');
   let line = 0;
-  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
-    line++;
-    if (text.trim() !== '') yield { line, text };
+  let pending = '';
+  let skipping = false;
+  const ended = (text: string) => (text.endsWith('\r') ? text.slice(0, -1) : text);
+  for await (const chunk of input as AsyncIterable<string>) {
+    let start = 0;
+    for (let end = chunk.indexOf('\n'); end !== -1; end = chunk.indexOf('\n', start)) {
+      line++;
+      const text = skipping ? '' : ended(pending + chunk.slice(start, end));
+      pending = '';
+      start = end + 1;
+      if (skipping || text.length > max) yield { line, tooLong: true };
+      else if (text.trim() !== '') yield { line, text };
+      skipping = false;
+    }
+    if (!skipping) {
+      pending += chunk.slice(start);
+      if (pending.length > max) {
+        skipping = true;
+        pending = '';
+      }
+    }
   }
+  line++;
+  if (skipping) yield { line, tooLong: true };
+  else if (pending.trim() !== '') yield { line, text: ended(pending) };
 }

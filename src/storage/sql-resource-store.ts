@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import { checkReferentialIntegrity } from './referential-integrity.js';
 import { SerializationError, UniqueViolationError } from './sql/database.js';
 import type { ReadAfter, SqlDatabase, SqlExecutor, SqlValue } from './sql/database.js';
+import type { Dialect } from './sql/dialect.js';
 import type {
   CurrentResource,
   FhirResource,
@@ -37,6 +38,24 @@ interface HistoryRow {
 }
 
 const MAX_ATTEMPTS = 5;
+
+/**
+ * The current rows of `ids` of one type, locked where the dialect locks rows. Locked rows are taken in
+ * pk order, so that two transactions locking some of the same rows take them in the same order; where
+ * nothing is locked (SQLite: one writer) there is no order, which would make SQLite walk every row of
+ * the type in pk order instead of probing (type, id) for each id (a 1M import spent most of its time so).
+ */
+export function readAheadStatement(
+  dialect: Dialect,
+  type: string,
+  ids: readonly string[],
+): { sql: string; params: SqlValue[] } {
+  const locked = dialect.forUpdate ? ` ORDER BY pk${dialect.forUpdate}` : '';
+  return {
+    sql: `SELECT pk, type, id, version, last_updated, deleted FROM resource WHERE type = ? AND id IN (${dialect.jsonTexts})${locked}`,
+    params: [type, JSON.stringify(ids)],
+  };
+}
 
 /**
  * The resource JSON as stored and served: resourceType, id and meta first (as FHIR servers print them),
@@ -133,11 +152,8 @@ export class SqlResourceStore implements ResourceStore {
     for (const [type, ids] of idsByType) {
       for (let start = 0; start < ids.length; start += READ_AHEAD_CHUNK) {
         const chunk = ids.slice(start, start + READ_AHEAD_CHUNK);
-        // In pk order, so that two transactions locking some of the same rows take them in the same order.
-        const rows = await writes.query<LockedRow>(
-          `SELECT pk, type, id, version, last_updated, deleted FROM resource WHERE type = ? AND id IN (${this.db.dialect.jsonTexts}) ORDER BY pk${this.db.dialect.forUpdate}`,
-          [type, JSON.stringify(chunk)],
-        );
+        const { sql, params } = readAheadStatement(this.db.dialect, type, chunk);
+        const rows = await writes.query<LockedRow>(sql, params);
         for (const id of chunk) writes.current.set(resourceKey(type, id), null);
         for (const row of rows) writes.current.set(resourceKey(row.type, row.id), row);
       }

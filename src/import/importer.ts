@@ -123,7 +123,6 @@ export class Importer {
     // Transaction Bundles that only write by id or create are written several at a time, where the
     // database writes in parallel (a Synthea import is hundreds of them); anything else waits for them.
     const bundles = new ChunkPipeline(this.concurrency);
-    const drainBundles = () => bundles.drain();
     for (const file of files) {
       const before = summary.resources;
       const report = () =>
@@ -135,15 +134,15 @@ export class Importer {
         });
       report();
       if (file.kind === 'ndjson') {
-        await drainBundles();
+        await bundles.drain();
         await this.importNdjson(file.path, summary, report);
       } else {
-        await this.importJson(file.path, summary, bundles, drainBundles);
+        await this.importJson(file.path, summary, bundles);
       }
       summary.files++;
       if (summary.resources !== before) report();
     }
-    await drainBundles();
+    await bundles.drain();
     // Bundles finish in any order: failures are reported in file order (and a file's in line order).
     const order = new Map(files.map((file, index) => [file.path, index]));
     summary.failures.sort((a, b) => (order.get(a.file) ?? 0) - (order.get(b.file) ?? 0));
@@ -151,12 +150,7 @@ export class Importer {
     return summary;
   }
 
-  private async importJson(
-    path: string,
-    summary: ImportSummary,
-    bundles: ChunkPipeline,
-    drainBundles: () => Promise<void>,
-  ): Promise<void> {
+  private async importJson(path: string, summary: ImportSummary, bundles: ChunkPipeline): Promise<void> {
     let document: Json;
     try {
       document = JSON.parse(readJsonText(path)) as Json;
@@ -173,7 +167,7 @@ export class Importer {
               e.resource ? [e.resource] : [],
             )
           : [document];
-      await drainBundles();
+      await bundles.drain();
       await this.writeEach(path, resources.map(entryFor), summary, (entry) => ({ entry }));
       return;
     }
@@ -183,7 +177,7 @@ export class Importer {
     };
     const keys = document.type === 'transaction' ? this.writtenKeys(document) : undefined;
     if (!keys) {
-      await drainBundles();
+      await bundles.drain();
       await write().catch((error: unknown) => summary.failures.push({ file: path, reason: reasonOf(error) }));
       return;
     }
@@ -228,6 +222,9 @@ export class Importer {
     const pipeline = new ChunkPipeline(this.concurrency);
     const failuresBefore = summary.failures.length;
     let chunk: { line: number; text: string; entry: Entry }[] = [];
+    // Chunks handed to the pipeline in order, the last READ_AHEAD_CHUNKS of them perhaps still waiting.
+    let handOff = Promise.resolve();
+    const handOffs: Promise<void>[] = [];
     const flush = async (): Promise<void> => {
       if (chunk.length === 0) return;
       const lines = chunk;
@@ -280,8 +277,6 @@ export class Importer {
           report();
         },
       );
-    let handOff = Promise.resolve();
-    const handOffs: Promise<void>[] = [];
     for await (const { line, text, tooLong } of readLines(path)) {
       if (tooLong) {
         summary.failures.push({

@@ -112,8 +112,7 @@ export class ValidationPool {
    * what this returns. A worker that fails costs only the head start: the writer validates as before.
    */
   async prevalidate(texts: readonly string[]): Promise<readonly string[]> {
-    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
-    const alive = this.workers.filter((worker) => worker.alive);
+    const alive = this.workerThreads().filter((worker) => worker.alive);
     if (alive.length === 0) return [];
     const worker = alive.reduce((a, b) => (b.busy < a.busy ? b : a));
     try {
@@ -137,9 +136,8 @@ export class ValidationPool {
     validate: (resource: unknown) => ValidationIssue[],
   ): Promise<() => void> {
     const texts = resources.map((resource) => JSON.stringify(resource));
-    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
     // A worker still loading could not help: it is not asked.
-    const helpers = this.workers.filter((worker) => worker.alive && worker.started);
+    const helpers = this.workerThreads().filter((worker) => worker.alive && worker.started);
     const claims = new Int32Array(new SharedArrayBuffer(4 * texts.length));
     const front = new Int32Array(new SharedArrayBuffer(4));
     const entered = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, helpers.length)));
@@ -168,6 +166,12 @@ export class ValidationPool {
       }
     }
     return () => this.release(keys);
+  }
+
+  /** The workers, started on the first call. */
+  private workerThreads(): PooledWorker[] {
+    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
+    return this.workers;
   }
 
   /** Forgets the verdicts of a chunk that is done (those the writer did not use). */

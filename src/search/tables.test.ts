@@ -26,4 +26,12 @@ describe('RowSink', () => {
     expect(() => sink.add('idx_string', [2, 0, 'd', 'D'])).toThrow(RowLimitExceeded);
     expect(sink.size).toBe(3);
   });
+
+  it('tells the same rows apart past a few rows of a parameter as before them (NULL is not an empty text)', () => {
+    const sink = new RowSink();
+    for (let i = 0; i < 20; i++) sink.add('idx_token', [3, 0, 's', `c${i}`, null]);
+    sink.add('idx_token', [3, 0, 's', 'c0', '']);
+    sink.add('idx_token', [3, 0, 's', 'c0', null]);
+    expect(sink.size).toBe(21);
+  });
 });

@@ -98,7 +98,8 @@ function sameRow(a: IndexRow, b: IndexRow): boolean {
   return true;
 }
 
-const rowKey = (row: IndexRow): string => row.join('\u0001');
+/** Equal for exactly the rows `sameRow` finds equal (a NULL is not an empty text, a number not a text). */
+const rowKey = (row: IndexRow): string => JSON.stringify(row);
 
 /** System of the extra quantity rows that hold the UCUM canonical form (unit code in base units). */
 export const CANONICAL_SYSTEM = 'urn:ambient-fhir:ucum-canonical';

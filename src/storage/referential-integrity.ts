@@ -9,8 +9,7 @@ const SHOWN = 5;
 
 /** Checks what `tx` wrote, through it: call it after the transaction's last write, before it commits. */
 export async function checkReferentialIntegrity(tx: TransactionWrites): Promise<void> {
-  const writes = tx;
-  const pks = [...writes.written];
+  const pks = [...tx.written];
   for (let start = 0; start < pks.length; start += CHUNK) {
     const chunk = pks.slice(start, start + CHUNK);
     const dangling = await tx.query<{ type: string; id: string; target_type: string; target_id: string }>(
@@ -29,7 +28,7 @@ export async function checkReferentialIntegrity(tx: TransactionWrites): Promise<
       );
     }
   }
-  for (const target of writes.deleted) {
+  for (const target of tx.deleted) {
     const referrers = await tx.query<{ type: string; id: string }>(
       `SELECT s.type, s.id FROM resource_link l JOIN resource s ON s.pk = l.source_pk
         WHERE l.target_type = ? AND l.target_id = ? AND s.deleted = 0 LIMIT ${SHOWN}`,

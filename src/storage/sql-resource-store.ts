@@ -100,7 +100,7 @@ export class SqlResourceStore implements ResourceStore {
 
   async transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (this.writes) return fn(this, this.writes);
-    return this.inNewTransaction((bound, writes) => fn(bound, writes));
+    return this.inNewTransaction(fn);
   }
 
   /** Runs one write: in the open transaction, or in a new one (with its own integrity check). */

@@ -14,14 +14,16 @@ import type { FhirRequest } from '../services.js';
 import { atEntry } from './bundle-input.js';
 import type { PlannedEntry } from './transaction-identities.js';
 
+/** Rewrites the entries' references (each changed resource in a copy); answers the rewritten copies. */
 export async function resolveReferences(
   request: FhirRequest,
   tx: SqlExecutor,
   planned: readonly PlannedEntry[],
   idsByFullUrl: ReadonlyMap<string, string>,
   label: (index: number) => string,
-): Promise<void> {
+): Promise<Record<string, unknown>[]> {
   const conditionalTargets = new Map<string, string>();
+  const rewritten: Record<string, unknown>[] = [];
   for (const entry of planned) {
     // What each reference of the entry becomes; the same text always becomes the same.
     const rewrites = new Map<string, string>();
@@ -48,12 +50,15 @@ export async function resolveReferences(
     }
     if (rewrites.size === 0) continue;
     // Rewritten in a copy: the posted resource stays as posted, for a run again after a conflict.
-    entry.resource = structuredClone(entry.resource);
-    forEachReference(entry.resource, (reference, replace) => {
+    const copy = structuredClone(entry.resource!);
+    forEachReference(copy, (reference, replace) => {
       const next = rewrites.get(reference);
       if (next !== undefined) replace(next);
     });
+    entry.resource = copy;
+    rewritten.push(copy);
   }
+  return rewritten;
 }
 
 /** A relative literal reference: `Type/id`, optionally versioned (https://hl7.org/fhir/R4/references.html#literal). */

@@ -56,15 +56,12 @@ async function transactionInteraction(
     const planned: PlannedEntry[] = parsed.map((entry) => ({ ...entry }));
     const txRequest: FhirRequest = { ...request, services: { ...request.services, store } };
     const idsByFullUrl = await assignIdentities(txRequest, tx, planned, label);
-    await resolveReferences(txRequest, tx, planned, idsByFullUrl, label);
+    const rewritten = await resolveReferences(txRequest, tx, planned, idsByFullUrl, label);
     const answers: Answers = { entries: new Array<BundleEntry>(planned.length), accessed: [] };
     await store.readAhead(
       planned.flatMap(({ action }) => (action.kind === 'update' || action.kind === 'delete' ? [action] : [])),
     );
-    // The resources resolveReferences rewrote (copies): validated ahead, together, where the services can.
-    const rewritten = planned.flatMap((entry) =>
-      entry.resource !== undefined && entry.resource !== parsed[entry.index].resource ? [entry.resource] : [],
-    );
+    // The rewritten resources are validated ahead, together, where the services can.
     const forget = rewritten.length > 0 ? await request.services.prevalidate?.(rewritten) : undefined;
     try {
       await performWrites(txRequest, planned, answers, options, label);

@@ -152,19 +152,15 @@ export interface NewResource {
   readonly rows: readonly NewResourceRows[];
 }
 
-/** Each table's rows of all `creates`, with the pk column first, taking each resource's value of `pkOf`. */
-function rowsOfAll<P extends SqlValue>(
-  creates: readonly NewResource[],
-  pkOf: (index: number) => P,
-  pkType: string,
-): RowInsert[] {
+/** Each table's rows of all `creates`, with the pk column (bigint) first, taking each resource's `pkOf`. */
+function rowsOfAll(creates: readonly NewResource[], pkOf: (index: number) => number): RowInsert[] {
   const byTable = new Map<string, { table: string; columns: string[]; pgTypes: string[]; rows: SqlValue[][] }>();
   creates.forEach((create, index) => {
     for (const { table, pkColumn, columns, pgTypes, rows } of create.rows) {
       if (rows.length === 0) continue;
       let merged = byTable.get(table);
       if (!merged) {
-        merged = { table, columns: [pkColumn, ...columns], pgTypes: [pkType, ...pgTypes], rows: [] };
+        merged = { table, columns: [pkColumn, ...columns], pgTypes: ['bigint', ...pgTypes], rows: [] };
         byTable.set(table, merged);
       }
       const pk = pkOf(index);
@@ -300,7 +296,7 @@ export const sqliteDialect: Dialect = {
           sql: `INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) VALUES (?, ?, ?, 1, ?, 'create', ?)`,
           params: [pks[i], c.type, c.id, c.lastUpdated, c.content],
         })),
-        ...sqliteDialect.insertRows(rowsOfAll(creates, (i) => pks[i], 'bigint')),
+        ...sqliteDialect.insertRows(rowsOfAll(creates, (i) => pks[i])),
       ],
     };
   },
@@ -373,7 +369,7 @@ export const postgresDialect: Dialect = {
       };
     }
     // The index rows carry their resource's place in `creates` (`n`), joined to the new pks through `k`.
-    const { present, arrays } = columnArrays(rowsOfAll(creates, (i) => i + 1, 'bigint'));
+    const { present, arrays } = columnArrays(rowsOfAll(creates, (i) => i + 1));
     const insertRows = present.map(({ table, columns, pgTypes }, i) => {
       const [pkColumn, ...rest] = columns;
       const names = rest.map((_, c) => `v.c${c}`);

@@ -83,6 +83,13 @@ describe('serve --workers', () => {
         '--workers',
         '2',
       ]);
+      // The server answers once its first process listens; on a busy machine the second can take seconds
+      // more, and until it listens every connection goes to the first (seen in CI).
+      const listening = () => server.output().match(/"msg":"server process listening"/g)?.length ?? 0;
+      for (const started = Date.now(); listening() < 2; await new Promise((r) => setTimeout(r, 50))) {
+        if (Date.now() - started > 30_000)
+          throw new Error(`the second server process never listened:\n${server.output()}`);
+      }
       admin = openDatabase(database.url);
       accounts = new AccountStore(admin);
     });

@@ -1,6 +1,22 @@
-// What the benchmark and the soak share: running the CLI and finding a free port.
+// What the benchmark and the soak share: running the CLI, the server's command line and finding a free port.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+/**
+ * node's arguments for the server as `npm start` runs it (package.json), so that every benchmark measures
+ * the server with the node flags it ships with (the young generation's size: README, "Memory");
+ * `extra` follows `serve`.
+ */
+export function serveArgs(root, extra = []) {
+  const start = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts.start;
+  const words = start.trim().split(/\s+/);
+  const bin = words.indexOf('bin/ambient-fhir.js');
+  if (words[0] !== 'node' || bin < 0 || words[bin + 1] !== 'serve')
+    throw new Error(`npm start is not "node ... serve": ${start}`);
+  return [...words.slice(1, bin), join(root, 'bin', 'ambient-fhir.js'), 'serve', ...words.slice(bin + 2), ...extra];
+}
 
 /** Runs a command to completion; resolves with its output, rejects (with the output) on a non-zero exit. */
 export function run(command, args, { env = {}, input } = {}) {

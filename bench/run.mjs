@@ -27,7 +27,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { syntheticExport } from './export.mjs';
-import { freePort, run, waitReady } from './processes.mjs';
+import { freePort, run, serveArgs, waitReady } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { calibrate, targetsReport } from './targets.mjs';
 import { databaseBytes, generateSynthetic, syntheticChecks, syntheticMix, timedImport } from './synthetic.mjs';
@@ -137,7 +137,7 @@ async function createAccount(env) {
 async function startServer(env) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const server = spawn(process.execPath, [BIN, 'serve'], {
+  const server = spawn(process.execPath, serveArgs(ROOT), {
     env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

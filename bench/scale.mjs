@@ -13,7 +13,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { freePort, run, waitReady } from './processes.mjs';
+import { freePort, run, serveArgs, waitReady } from './processes.mjs';
 import { postgresServersUnavailable, removeServers, startPrimary, startStandby } from '../test/support/pg-servers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -52,7 +52,7 @@ async function runSetup(setup, primary, standby, index) {
   });
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const server = spawn(process.execPath, [BIN, 'serve', ...setup.args], {
+  const server = spawn(process.execPath, serveArgs(ROOT, setup.args), {
     env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

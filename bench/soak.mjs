@@ -24,7 +24,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { freePort, run } from './processes.mjs';
+import { freePort, run, serveArgs } from './processes.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
@@ -47,7 +47,7 @@ const FHIR_JSON = 'application/fhir+json';
 async function startServer(env) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+  const child = spawn(process.execPath, serveArgs(ROOT), {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', AMBIENT_PUBLIC_URL: url, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

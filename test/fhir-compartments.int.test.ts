@@ -183,6 +183,61 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       expect(matches(typed.body).sort()).toEqual([ids.condition, ids.encounter].sort());
     });
 
+    it('POST [compartment]/[id]/[type]/_search and POST [compartment]/[id]/_search (http.html#search)', async () => {
+      const post = async (url: string, form: string, headers: Record<string, string> = admin) => {
+        const res = await t.app.inject({
+          method: 'POST',
+          url,
+          headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
+          payload: form,
+        });
+        return {
+          status: res.statusCode,
+          body: res.json() as Bundle & { issue?: { code: string; diagnostics: string }[] },
+        };
+      };
+      // The form's parameters join the URL's; the links are GET links of the compartment search.
+      const typed = await post(`/fhir/${ids.patient}/Observation/_search?date=le2021`, 'code=http://loinc.org|8302-2');
+      expect(typed.status).toBe(200);
+      expect(matches(typed.body).sort()).toEqual([ids.obs2020, ids.obs2021].sort());
+      expect(typed.body.link.find((l) => l.relation === 'self')!.url).toMatch(
+        new RegExp(`^${BASE}/${ids.patient}/Observation\\?`),
+      );
+
+      const star = await post(`/fhir/${ids.patient}/_search`, '_count=4');
+      expect(star.status).toBe(200);
+      expect(nextOf(star.body)).toContain(`${BASE}/${ids.patient}/*?_count=4&_cursor=`);
+      const rest = await walk(nextOf(star.body)!);
+      expect([...matches(star.body), ...rest.map(matches).flat()].sort()).toEqual(compartmentMembers().sort());
+
+      // Scopes as for GET: `*` narrowed silently, a named type the caller may not search 403.
+      const narrow = await headersFor('system/Observation.s system/Patient.s');
+      const narrowStar = await post(`/fhir/${ids.patient}/_search`, '', narrow);
+      expect(matches(narrowStar.body).sort()).toEqual([ids.patient, ids.obs2020, ids.obs2021, ids.obs2022].sort());
+      const forbidden = await post(`/fhir/${ids.patient}/Condition/_search`, '', narrow);
+      expect(forbidden.status).toBe(403);
+      expect(forbidden.body.issue![0].code).toBe('forbidden');
+
+      // A body that is not a form: 415; another method on the path: 405; no such compartment: 404.
+      const json = await t.app.inject({
+        method: 'POST',
+        url: `/fhir/${ids.patient}/Observation/_search`,
+        headers: admin,
+        payload: JSON.stringify({ code: 'x' }),
+      });
+      expect(json.statusCode).toBe(415);
+      const put = await t.app.inject({
+        method: 'PUT',
+        url: `/fhir/${ids.patient}/_search`,
+        headers: admin,
+        payload: '{}',
+      });
+      expect(put.statusCode).toBe(405);
+      const notCompartment = await post(`/fhir/${ids.obs2020}/_search`, '');
+      expect(notCompartment.status).toBe(404);
+      expect(notCompartment.body.issue![0].diagnostics).toContain('not an R4 compartment');
+    });
+
     it('`*` leaves out silently the types the caller may not search; a named one is 403', async () => {
       const narrow = await headersFor('system/Observation.s system/Patient.s');
       const star = await get(`/fhir/${ids.patient}/*`, narrow);

@@ -67,6 +67,31 @@ describe.each(BACKENDS)('fhir-kit-client: compartments and $everything on %s', (
     expect(seen).toEqual(observationIds);
   });
 
+  it('compartmentSearch with postSearch (POST Patient/{id}/Observation/_search) answers what GET does', async () => {
+    const search = (postSearch: boolean) =>
+      client.compartmentSearch({
+        resourceType: 'Observation',
+        compartment: { resourceType: 'Patient', id: patientId },
+        searchParams: { 'code:text': 'kit 3' },
+        options: { postSearch },
+      }) as Promise<any>;
+    const [posted, got] = [await search(true), await search(false)];
+    expect(ids(posted)).toEqual([observationIds[3]]);
+    expect(ids(posted)).toEqual(ids(got));
+    let bundle = (await client.compartmentSearch({
+      resourceType: 'Observation',
+      compartment: { resourceType: 'Patient', id: patientId },
+      searchParams: { _count: '2' },
+      options: { postSearch: true },
+    })) as any;
+    const seen = [...ids(bundle)];
+    while (bundle.link.some((l: any) => l.relation === 'next')) {
+      bundle = await client.nextPage({ bundle });
+      seen.push(...ids(bundle));
+    }
+    expect(seen).toEqual(observationIds);
+  });
+
   it('operation $everything (GET) and nextPage walk the compartment', async () => {
     let bundle = (await client.operation({
       name: '$everything',

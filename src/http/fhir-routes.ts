@@ -1,7 +1,7 @@
 // The thin adapter between HTTP and the FHIR layer: it reads paths, headers and bodies, calls one
 // interaction, and writes its FhirResponse. No FHIR logic lives here.
 import { performance } from 'node:perf_hooks';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { isExportPath } from '../export/kickoff.js';
@@ -192,11 +192,16 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     ),
   );
 
-  app.post<{ Params: Params }>('/fhir/:type/_search', async (request, reply) => {
+  /** POST _search: its parameters come as a form, if there is a body at all. */
+  const assertFormBody = (request: FastifyRequest): void => {
     const contentType = header(request, 'content-type') ?? '';
     if (request.body !== undefined && !contentType.startsWith('application/x-www-form-urlencoded')) {
       throw new AppError('unsupported-media-type', 'POST _search takes an application/x-www-form-urlencoded body');
     }
+  };
+
+  app.post<{ Params: Params }>('/fhir/:type/_search', async (request, reply) => {
+    assertFormBody(request);
     return sendFhir(
       request,
       reply,
@@ -359,6 +364,32 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     ),
   );
 
+  // https://hl7.org/fhir/R4/http.html#search: `POST [base]/[compartment]/[id]/_search` (every member type,
+  // as `*`) and `POST [base]/[compartment]/[id]/[type]/_search`.
+  const postCompartmentSearch = async (
+    request: FastifyRequest<{ Params: { type: string; id: string; member?: string } }>,
+    reply: FastifyReply,
+  ) => {
+    assertFormBody(request);
+    return sendFhir(
+      request,
+      reply,
+      await compartmentSearchInteraction(
+        fhirRequest(request),
+        request.params.type,
+        request.params.id,
+        request.params.member ?? '*',
+        searchParams(request),
+        searchOptions(request),
+      ),
+    );
+  };
+  app.post<{ Params: { type: string; id: string } }>('/fhir/:type/:id/_search', postCompartmentSearch);
+  app.post<{ Params: { type: string; id: string; member: string } }>(
+    '/fhir/:type/:id/:member/_search',
+    postCompartmentSearch,
+  );
+
   app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
     sendRead(
       request,
@@ -418,7 +449,8 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
       s === '_history' || s === '_search' || s === '$validate' || s === '$everything' ? s : i === 0 ? 'id' : 'vid',
     )
     .join('/');
-  // `id/vid` is a compartment search (`Patient/1/Observation`), `id/$everything` Patient's operation: GET only.
+  // `id/vid` is a compartment search (`Patient/1/Observation`), `id/$everything` Patient's operation: GET
+  // only; `id/_search` and `id/vid/_search` the compartment's POST search.
   const served = [
     '',
     'id',
@@ -430,6 +462,8 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
     'id/_history/vid',
     'id/vid',
     'id/$everything',
+    'id/_search',
+    'id/vid/_search',
   ];
   if (served.includes(shape)) return new AppError('method-not-allowed', `This method is not allowed on ${path}`);
   return new AppError('unknown-route', `No FHIR endpoint at ${path}`);

@@ -12,7 +12,10 @@ export function forEachReference(
   }
   if (!value || typeof value !== 'object') return;
   const object = value as Record<string, unknown>;
-  for (const [key, child] of Object.entries(object)) {
+  // for...in over own keys: Object.entries made an array per member of every object of every resource.
+  for (const key in object) {
+    if (!Object.hasOwn(object, key)) continue;
+    const child = object[key];
     if (key === 'reference' && typeof child === 'string') visit(child, (next) => (object.reference = next));
     else if (child && typeof child === 'object') forEachReference(child, visit);
   }

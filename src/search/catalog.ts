@@ -259,7 +259,7 @@ export class SearchCatalog {
     }
     let path: CompiledPath;
     try {
-      path = this.compiler.compile(definition.expression);
+      path = this.compiler.compile(definition.expression, resourceType);
     } catch (error) {
       this.skipped.push({ resourceType, code: definition.code, reason: (error as Error).message });
       return { ...base, kind: 'unsupported' };

@@ -12,7 +12,11 @@ export function localReferences(resource: FhirResource, baseUrl: string): { type
   const visit = (value: unknown): void => {
     if (Array.isArray(value)) return value.forEach(visit);
     if (!value || typeof value !== 'object') return;
-    for (const [key, child] of Object.entries(value as Record<string, unknown>)) {
+    const object = value as Record<string, unknown>;
+    // for...in over own keys, as forEachReference (fhir/references.ts) does.
+    for (const key in object) {
+      if (!Object.hasOwn(object, key)) continue;
+      const child = object[key];
       if (key === 'reference' && typeof child === 'string') {
         const relative = child.startsWith(`${baseUrl}/`) ? child.slice(baseUrl.length + 1) : child;
         const match = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(\/_history\/[^/]+)?$/.exec(relative);

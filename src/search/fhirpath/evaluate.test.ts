@@ -21,9 +21,10 @@ const registry = loadR4Definitions();
 const model = new TypeModel(registry);
 const compiler = new FhirPathCompiler(model);
 
-function run(expression: string, resource: Record<string, unknown> & { resourceType: string }) {
+/** Evaluates `expression` on `resource`; `specialized`: compiled for the resource's type, as the catalog does. */
+function run(expression: string, resource: Record<string, unknown> & { resourceType: string }, specialized = false) {
   const root = compiler.resourceNode(resource);
-  return compiler.compile(expression).evaluate([root], { root });
+  return compiler.compile(expression, specialized ? resource.resourceType : undefined).evaluate([root], { root });
 }
 
 describe('FHIRPath subset parser', () => {
@@ -137,6 +138,24 @@ describe('FHIRPath evaluation', () => {
     expect(performance.now() - started).toBeLessThan(2_000); // pairwise comparison took minutes
   });
 
+  it('compiled for one resource type, leaves out the branches of other types', () => {
+    const obs = { resourceType: 'Observation', code: { text: 'x' }, subject: { reference: 'Patient/1' } };
+    const shared = 'Condition.code | (DeviceRequest.code as CodeableConcept) | Observation.code | Procedure.code';
+    expect(run(shared, obs, true).map((n) => n.value)).toEqual([{ text: 'x' }]);
+    expect(run('Condition.code | Procedure.code', obs, true)).toEqual([]);
+    // `Resource` and `DomainResource` branches stay: an Observation is both.
+    expect(run('Resource.id | DomainResource.text', { ...obs, id: 'o1' }, true).map((n) => n.value)).toEqual(['o1']);
+    // Functions that select from nothing give nothing; exists() and empty() still answer.
+    expect(run('Condition.subject.where(resolve() is Patient)', obs, true)).toEqual([]);
+    expect(run('Condition.code.exists()', obs, true).map((n) => n.value)).toEqual([false]);
+    expect(run('Condition.code.empty()', obs, true).map((n) => n.value)).toEqual([true]);
+    // A type name inside where() runs on each item, not on the resource: not left out.
+    const bundle = { resourceType: 'Bundle', entry: [{ resource: { resourceType: 'Patient', id: 'p' } }] };
+    expect(run('Bundle.entry.resource.where(Patient.id.exists())', bundle, true)).toHaveLength(1);
+    // What is not FHIRPath of the subset is refused the same, branch left out or not.
+    expect(() => compiler.compile('Condition.code.where(a, b)', 'Observation')).toThrow(SyntaxError);
+  });
+
   it('records the code system of codes with a required binding', () => {
     const [gender] = run('Patient.gender', { resourceType: 'Patient', gender: 'male' });
     expect(model.codeSystem(gender.state.binding!, 'male')).toBe('http://hl7.org/fhir/administrative-gender');
@@ -180,6 +199,26 @@ const KNOWN_DIFFERENCES = new Set([
 ]);
 
 describe('cross-check with the fhirpath package on the R4 examples', () => {
+  it('compiled for the resource type gives exactly what the general compilation gives, for every parameter', () => {
+    const mismatches: string[] = [];
+    let compared = 0;
+    for (const resource of examples()) {
+      const type = resource.resourceType as string;
+      if (!registry.isResourceType(type)) continue;
+      const typed = resource as Record<string, unknown> & { resourceType: string };
+      for (const parameter of registry.searchParameters(type)) {
+        if (!parameter.expression) continue;
+        const nodes = (specialized: boolean) =>
+          JSON.stringify(run(parameter.expression!, typed, specialized).map((n) => [n.state.fhirType, n.value]));
+        const general = nodes(false);
+        if (general !== '[]') compared++;
+        if (nodes(true) !== general) mismatches.push(`${type}/${resource.id as string} ${parameter.code}`);
+      }
+    }
+    expect(compared).toBeGreaterThan(1000);
+    expect(mismatches).toEqual([]);
+  });
+
   it('gives the same values for every expression without resolve()', () => {
     const mismatches: string[] = [];
     let compared = 0;
@@ -195,7 +234,7 @@ describe('cross-check with the fhirpath package on the R4 examples', () => {
         } catch {
           continue;
         }
-        const actual = run(expression, resource as Record<string, unknown> & { resourceType: string }).map(
+        const actual = run(expression, resource as Record<string, unknown> & { resourceType: string }, true).map(
           (n) => n.value,
         );
         compared++;

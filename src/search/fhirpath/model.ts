@@ -39,6 +39,9 @@ const PRIMITIVE_BASE: Record<string, string> = {
   unsignedInt: 'integer',
 };
 
+/** Bounds isA's cache (R4 has about 200 resource and data types). */
+const IS_A_CACHE_TYPES = 1000;
+
 export class TypeModel {
   private readonly states = new Map<string, TypeState>();
 
@@ -69,6 +72,24 @@ export class TypeModel {
 
   /** Is `fhirType` the type `name` or derived from it (Age is a Quantity, canonical a uri, Patient a DomainResource)? */
   isA(fhirType: string, name: string): boolean {
+    let byName = this.isACache.get(fhirType);
+    if (!byName) {
+      if (this.isACache.size >= IS_A_CACHE_TYPES) this.isACache.clear();
+      byName = new Map();
+      this.isACache.set(fhirType, byName);
+    }
+    let answer = byName.get(name);
+    if (answer === undefined) {
+      answer = this.derives(fhirType, name);
+      if (byName.size < IS_A_CACHE_TYPES) byName.set(name, answer);
+    }
+    return answer;
+  }
+
+  /** Answers of isA by type and name: it runs for every node of a type filter, and lower-cased both each time. */
+  private readonly isACache = new Map<string, Map<string, boolean>>();
+
+  private derives(fhirType: string, name: string): boolean {
     const wanted = name.toLowerCase();
     for (let t: string | undefined = fhirType, guard = 0; t && guard < 10; guard++) {
       if (t.toLowerCase() === wanted) return true;

@@ -74,6 +74,23 @@ describe('text', () => {
     expect(normalizeText('Ångström ﬁne')).toBe('angstrom fine');
     expect(normalizeText('São Paulo')).toBe('sao paulo');
   });
+  it('normalises plain ASCII texts as the general path does', () => {
+    const general = (v: string) => v.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().trim().replace(/\s+/g, ' ');
+    const samples = [
+      'Smith',
+      'SMITH  Jr',
+      ' leading',
+      'trailing ',
+      'tab\there',
+      'a\nb',
+      'Code-123_x',
+      '',
+      ' ',
+      "O'Brien",
+    ];
+    for (const ascii of [...samples, String.fromCharCode(...Array.from({ length: 95 }, (_, i) => 32 + i))])
+      expect(normalizeText(ascii)).toBe(general(ascii));
+  });
   it('computes the upper bound of a prefix range, and escapes LIKE', () => {
     expect(prefixUpperBound('smi')).toBe('smj');
     expect(prefixUpperBound('az')).toBe('a{');

@@ -164,7 +164,13 @@ function rowsOfAll(creates: readonly NewResource[], pkOf: (index: number) => num
         byTable.set(table, merged);
       }
       const pk = pkOf(index);
-      for (const row of rows) merged.rows.push([pk, ...row]);
+      // Copied by index: `[pk, ...row]` went through the array iterator, 7% of what an import allocated.
+      for (const row of rows) {
+        const withPk: SqlValue[] = new Array<SqlValue>(row.length + 1);
+        withPk[0] = pk;
+        for (let c = 0; c < row.length; c++) withPk[c + 1] = row[c];
+        merged.rows.push(withPk);
+      }
     }
   });
   return [...byTable.values()];
@@ -254,7 +260,10 @@ function sqliteInserts(
   for (let i = 0; i < rows.length; i += perStatement) {
     const end = Math.min(rows.length, i + perStatement);
     const params: SqlValue[] = [];
-    for (let r = i; r < end; r++) for (const value of rows[r]) params.push(value);
+    for (let r = i; r < end; r++) {
+      const row = rows[r];
+      for (let c = 0; c < row.length; c++) params.push(row[c]);
+    }
     out.push({ sql: sqliteInsertText(table, columns, end - i, returning), params });
   }
   return out;

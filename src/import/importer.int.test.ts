@@ -214,6 +214,65 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     expect((await search('Basic', '_id=pool-bad')).entry ?? []).toEqual([]);
   });
 
+  it('validates a transaction Bundle on the workers as the transaction will write it: none on the writer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
+    const bundle = {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:ahead-patient',
+          resource: { resourceType: 'Patient', name: [{ family: 'Ahead' }] },
+          request: { method: 'POST', url: 'Patient' },
+        },
+        {
+          fullUrl: 'urn:uuid:ahead-obs',
+          resource: {
+            resourceType: 'Observation',
+            status: 'final',
+            code: { text: 'ahead' },
+            subject: { reference: 'urn:uuid:ahead-patient' },
+          },
+          request: { method: 'POST', url: 'Observation' },
+        },
+        {
+          resource: {
+            resourceType: 'Basic',
+            id: 'ahead-basic',
+            code: { text: 'ahead' },
+            subject: { reference: 'urn:uuid:ahead-patient' },
+          },
+          request: { method: 'PUT', url: 'Basic/ahead-basic' },
+        },
+      ],
+    };
+    writeFileSync(join(dir, 'ahead.json'), JSON.stringify(bundle));
+    let writerValidations = 0;
+    const counting: FhirServices = {
+      ...services,
+      validate: (resource) => {
+        writerValidations++;
+        return services.validate(resource);
+      },
+    };
+    const pool = new ValidationPool(1);
+    try {
+      const summary = await new Importer(counting, { validationPool: pool }).importFiles(findSourceFiles([dir]));
+      expect(summary.failures).toEqual([]);
+      expect(summary.resources).toBe(3);
+    } finally {
+      await pool.close();
+    }
+    // Each entry's verdict came from the worker, for the very text the transaction wrote.
+    expect(writerValidations).toBe(0);
+    const patient = (await search('Patient', 'family=Ahead')).entry![0].resource;
+    const observation = (await search('Observation', 'code:text=ahead')).entry![0].resource;
+    expect(observation.subject.reference).toBe(`Patient/${patient.id as string}`);
+    expect((await search('Basic', '_id=ahead-basic')).entry![0].resource.subject.reference).toBe(
+      `Patient/${patient.id as string}`,
+    );
+  });
+
   it('with several transactions in flight, loads transaction Bundles as one at a time would', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
     const tx = (...entry: unknown[]) => JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry });

@@ -2,12 +2,16 @@
 // same write path as the API, the transaction interaction, so every resource is validated, indexed and
 // versioned, urn:uuid fullUrls become ids, and conditional references (`Practitioner?identifier=...`)
 // are resolved by search.
+import { randomUUID } from 'node:crypto';
 import { ADMINISTRATOR } from '../auth/administrator.js';
 import { AppError } from '../errors.js';
 import { parseEntryRequest } from '../fhir/bundle-entry-request.js';
 import type { EntryAction, EntryRequest } from '../fhir/bundle-entry-request.js';
 import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
+import { fullUrlIdentity } from '../fhir/interactions/transaction-identities.js';
+import type { PlannedEntry } from '../fhir/interactions/transaction-identities.js';
+import { localRewrites, rewrittenCopy } from '../fhir/interactions/transaction-references.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import { ChunkPipeline } from './pipeline.js';
 import { MAX_JSON_CHARS, readJsonText, readLines, TooLongError } from './sources.js';
@@ -171,16 +175,40 @@ export class Importer {
       await this.writeEach(path, resources.map(entryFor), summary, (entry) => ({ entry }));
       return;
     }
-    const write = async (): Promise<void> => {
-      const response = await bundleInteraction(this.request, document, { returnResources: false });
-      this.count(path, response.body, summary, (entry) => ({ entry }));
-    };
-    const keys = document.type === 'transaction' ? this.writtenKeys(document) : undefined;
-    if (!keys) {
+    const planned = document.type === 'transaction' ? this.plannedEntries(document) : undefined;
+    if (!planned) {
       await bundles.drain();
-      await write().catch((error: unknown) => summary.failures.push({ file: path, reason: reasonOf(error) }));
+      await bundleInteraction(this.request, document, { returnResources: false }).then(
+        (response) => this.count(path, response.body, summary, (entry) => ({ entry })),
+        (error: unknown) => void summary.failures.push({ file: path, reason: reasonOf(error) }),
+      );
       return;
     }
+    // The ids of the creates are chosen here: the entries are then known as the transaction will write
+    // them, and the workers validate them while the Bundles before this one are written.
+    const ids = new Map(
+      planned.flatMap((entry) => (entry.action.kind === 'create' ? [[entry.index, randomUUID()]] : [])),
+    );
+    const validated = this.validationPool?.prevalidate(this.asWritten(planned, ids));
+    const write = async (): Promise<void> => {
+      const verdicts = (await validated) ?? [];
+      try {
+        const response = await bundleInteraction(this.request, document, {
+          returnResources: false,
+          newId: (index) => ids.get(index) ?? randomUUID(),
+        });
+        this.count(path, response.body, summary, (entry) => ({ entry }));
+      } finally {
+        this.validationPool?.release(verdicts);
+      }
+    };
+    const keys = new Set(
+      planned.flatMap(({ action }) =>
+        action.kind === 'update' || action.kind === 'patch' || action.kind === 'delete'
+          ? [`${action.type}/${action.id}`]
+          : [],
+      ),
+    );
     // A Bundle that fails beside others (a conditional reference to what one of them creates is not
     // there yet) runs again once every Bundle before it is done; only then does its failure count.
     await bundles.add(
@@ -195,27 +223,55 @@ export class Importer {
   }
 
   /**
-   * The resources a transaction Bundle writes by id, when it only creates (unconditionally) and writes by
-   * id: what it does then does not depend on Bundles beside it except through those ids and its
-   * conditional references. Otherwise (a conditional create, update or delete, a read, a malformed
-   * entry) undefined: it runs alone, after the others.
+   * A transaction Bundle's entries, when it only creates (unconditionally) and writes by id: what it does
+   * then does not depend on Bundles beside it except through those ids and its conditional references.
+   * Otherwise (a conditional create, update or delete, a read, a malformed entry) undefined: it runs
+   * alone, after the others.
    */
-  private writtenKeys(document: Json): Set<string> | undefined {
+  private plannedEntries(document: Json): PlannedEntry[] | undefined {
     const { baseUrl, types } = this.request.services;
     const isType = (name: string) => types.isResourceType(name);
-    const keys = new Set<string>();
-    for (const entry of Array.isArray(document.entry) ? (document.entry as unknown[]) : []) {
+    const planned: PlannedEntry[] = [];
+    for (const [index, entry] of (Array.isArray(document.entry) ? (document.entry as unknown[]) : []).entries()) {
+      const input = (entry ?? {}) as { request?: EntryRequest; fullUrl?: unknown; resource?: unknown };
       let action: EntryAction;
       try {
-        action = parseEntryRequest((entry as { request?: EntryRequest } | null)?.request, baseUrl, isType);
+        action = parseEntryRequest(input.request, baseUrl, isType);
       } catch {
         return undefined;
       }
-      if (action.kind === 'create' && action.ifNoneExist === undefined) continue;
-      if (action.kind !== 'update' && action.kind !== 'patch' && action.kind !== 'delete') return undefined;
-      keys.add(`${action.type}/${action.id}`);
+      const unconditionalCreate = action.kind === 'create' && action.ifNoneExist === undefined;
+      if (!unconditionalCreate && action.kind !== 'update' && action.kind !== 'patch' && action.kind !== 'delete') {
+        return undefined;
+      }
+      const resource = input.resource && typeof input.resource === 'object' ? (input.resource as Json) : undefined;
+      planned.push({ index, action, fullUrl: typeof input.fullUrl === 'string' ? input.fullUrl : undefined, resource });
     }
-    return keys;
+    return planned;
+  }
+
+  /**
+   * The texts of the resources the transaction will create and update, as it will write them with the
+   * creates' ids `ids` (their references to other entries rewritten as transaction-references.ts does):
+   * the write path finds a verdict only for the very text it validates, so a text guessed wrong costs
+   * only the head start. Entries with a conditional reference are left out: only the transaction's
+   * search resolves those.
+   */
+  private asWritten(planned: readonly PlannedEntry[], ids: ReadonlyMap<number, string>): string[] {
+    const withIds = planned.map((entry) => ({ ...entry, assignedId: ids.get(entry.index) }));
+    const idsByFullUrl = new Map<string, string>();
+    for (const entry of withIds) {
+      const identity = fullUrlIdentity(entry);
+      if (identity !== undefined) idsByFullUrl.set(entry.fullUrl!, identity);
+    }
+    const texts: string[] = [];
+    for (const entry of withIds) {
+      if (!entry.resource || (entry.action.kind !== 'create' && entry.action.kind !== 'update')) continue;
+      const { rewrites, conditional } = localRewrites(entry, idsByFullUrl);
+      if (conditional.size > 0) continue;
+      texts.push(JSON.stringify(rewrites.size > 0 ? rewrittenCopy(entry.resource, rewrites) : entry.resource));
+    }
+    return texts;
   }
 
   private async importNdjson(path: string, summary: ImportSummary, report: () => void): Promise<void> {

@@ -132,10 +132,20 @@ export class ValidationPool {
    * transaction: those whose references it rewrote.
    */
   async prevalidateResources(
-    resources: readonly unknown[],
+    given: readonly unknown[],
     validate: (resource: unknown) => ValidationIssue[],
   ): Promise<() => void> {
-    const texts = resources.map((resource) => JSON.stringify(resource));
+    // Those with a verdict already (the importer validated the entries of a transaction Bundle ahead, as
+    // they would be written) are not validated again.
+    const resources: unknown[] = [];
+    const texts: string[] = [];
+    for (const resource of given) {
+      const text = JSON.stringify(resource);
+      if (this.verdicts.has(text)) continue;
+      resources.push(resource);
+      texts.push(text);
+    }
+    if (texts.length === 0) return () => undefined;
     // A worker still loading could not help: it is not asked.
     const helpers = this.workerThreads().filter((worker) => worker.alive && worker.started);
     const claims = new Int32Array(new SharedArrayBuffer(4 * texts.length));

@@ -24,6 +24,12 @@ import { vreadInteraction } from './vread.js';
 export interface BundleOptions {
   /** Prefer: return=minimal leaves the resources out of the response entries. */
   readonly returnResources: boolean;
+  /**
+   * A transaction's id for the create at an entry (by index), where the caller chose the ids ahead (the
+   * importer, which validates the entries as they will be written before the transaction starts);
+   * otherwise each create gets a random UUID.
+   */
+  readonly newId?: (entryIndex: number) => string;
 }
 
 /** An entry ready to run: its parsed request, and its resource as it will be written. */

@@ -27,25 +27,23 @@ export interface PlannedEntry {
 }
 
 /**
- * Assigns the ids of the creates and answers `fullUrl` → `Type/id` for creates, updates and patches.
- * `label(index)` names an entry in errors.
+ * Assigns the ids of the creates (`newId(index)`, or a random UUID) and answers `fullUrl` → `Type/id` for
+ * creates, updates and patches. `label(index)` names an entry in errors.
  */
 export async function assignIdentities(
   request: FhirRequest,
   tx: SqlExecutor,
   planned: readonly PlannedEntry[],
   label: (index: number) => string,
+  newId: (entryIndex: number) => string = () => randomUUID(),
 ): Promise<Map<string, string>> {
   const idsByFullUrl = new Map<string, string>();
   for (const entry of planned) {
     try {
       const { action } = entry;
-      if (action.kind === 'create') {
-        await assignId(request, tx, entry, action);
-        if (entry.fullUrl) idsByFullUrl.set(entry.fullUrl, `${action.type}/${entry.assignedId}`);
-      } else if ((action.kind === 'update' || action.kind === 'patch') && entry.fullUrl) {
-        idsByFullUrl.set(entry.fullUrl, `${action.type}/${action.id}`);
-      }
+      if (action.kind === 'create') await assignId(request, tx, entry, action, newId(entry.index));
+      const identity = fullUrlIdentity(entry);
+      if (identity !== undefined) idsByFullUrl.set(entry.fullUrl!, identity);
     } catch (error) {
       throw atEntry(error, label(entry.index));
     }
@@ -53,13 +51,24 @@ export async function assignIdentities(
   return idsByFullUrl;
 }
 
+/** What the entry's fullUrl stands for once its id is known: `Type/id` of a create, update or patch. */
+export function fullUrlIdentity(entry: PlannedEntry): string | undefined {
+  const { action } = entry;
+  if (entry.fullUrl === undefined) return undefined;
+  if (action.kind === 'create')
+    return entry.assignedId === undefined ? undefined : `${action.type}/${entry.assignedId}`;
+  if (action.kind === 'update' || action.kind === 'patch') return `${action.type}/${action.id}`;
+  return undefined;
+}
+
 async function assignId(
   request: FhirRequest,
   tx: SqlExecutor,
   entry: PlannedEntry,
   action: Extract<EntryAction, { kind: 'create' }>,
+  id: string,
 ): Promise<void> {
-  entry.assignedId = randomUUID();
+  entry.assignedId = id;
   if (action.ifNoneExist === undefined) return;
   requireAccess(request, 'search', action.type);
   const criteria = parseCriteria(action.type, action.ifNoneExist);

@@ -25,17 +25,7 @@ export async function resolveReferences(
   const conditionalTargets = new Map<string, string>();
   const rewritten: Record<string, unknown>[] = [];
   for (const entry of planned) {
-    // What each reference of the entry becomes; the same text always becomes the same.
-    const rewrites = new Map<string, string>();
-    const conditional = new Set<string>();
-    const base = restfulBase(entry.fullUrl);
-    forEachReference(entry.resource, (reference) => {
-      const local =
-        idsByFullUrl.get(reference) ??
-        (base !== undefined && RELATIVE.test(reference) ? idsByFullUrl.get(`${base}/${reference}`) : undefined);
-      if (local) rewrites.set(reference, local);
-      else if (parseConditionalReference(reference)) conditional.add(reference);
-    });
+    const { rewrites, conditional } = localRewrites(entry, idsByFullUrl);
     for (const reference of conditional) {
       try {
         let target = conditionalTargets.get(reference);
@@ -50,15 +40,45 @@ export async function resolveReferences(
     }
     if (rewrites.size === 0) continue;
     // Rewritten in a copy: the posted resource stays as posted, for a run again after a conflict.
-    const copy = structuredClone(entry.resource!);
-    forEachReference(copy, (reference, replace) => {
-      const next = rewrites.get(reference);
-      if (next !== undefined) replace(next);
-    });
+    const copy = rewrittenCopy(entry.resource!, rewrites);
     entry.resource = copy;
     rewritten.push(copy);
   }
   return rewritten;
+}
+
+/**
+ * What each reference of the entry's resource to another entry becomes (the same text always becomes
+ * the same), and its conditional references, which only a search inside the transaction resolves.
+ */
+export function localRewrites(
+  entry: PlannedEntry,
+  idsByFullUrl: ReadonlyMap<string, string>,
+): { rewrites: Map<string, string>; conditional: Set<string> } {
+  const rewrites = new Map<string, string>();
+  const conditional = new Set<string>();
+  const base = restfulBase(entry.fullUrl);
+  forEachReference(entry.resource, (reference) => {
+    const local =
+      idsByFullUrl.get(reference) ??
+      (base !== undefined && RELATIVE.test(reference) ? idsByFullUrl.get(`${base}/${reference}`) : undefined);
+    if (local) rewrites.set(reference, local);
+    else if (parseConditionalReference(reference)) conditional.add(reference);
+  });
+  return { rewrites, conditional };
+}
+
+/** A copy of `resource` with its references replaced as `rewrites` says. */
+export function rewrittenCopy(
+  resource: Record<string, unknown>,
+  rewrites: ReadonlyMap<string, string>,
+): Record<string, unknown> {
+  const copy = structuredClone(resource);
+  forEachReference(copy, (reference, replace) => {
+    const next = rewrites.get(reference);
+    if (next !== undefined) replace(next);
+  });
+  return copy;
 }
 
 /** A relative literal reference: `Type/id`, optionally versioned (https://hl7.org/fhir/R4/references.html#literal). */

@@ -55,7 +55,7 @@ async function transactionInteraction(
     // run rewrites references in copies (resolveReferences), never in the posted resources.
     const planned: PlannedEntry[] = parsed.map((entry) => ({ ...entry }));
     const txRequest: FhirRequest = { ...request, services: { ...request.services, store } };
-    const idsByFullUrl = await assignIdentities(txRequest, tx, planned, label);
+    const idsByFullUrl = await assignIdentities(txRequest, tx, planned, label, options.newId);
     const rewritten = await resolveReferences(txRequest, tx, planned, idsByFullUrl, label);
     const answers: Answers = { entries: new Array<BundleEntry>(planned.length), accessed: [] };
     await store.readAhead(

@@ -101,6 +101,7 @@ export function createImportCommand(io: CliIo = processIo()): Command {
           concurrency: parallel ? IMPORT_TRANSACTIONS_IN_FLIGHT : 1,
           chunkSize: parallel ? undefined : SERIAL_IMPORT_CHUNK,
           validationPool,
+          database: db,
         });
         const progress = progressReporter({
           tty: Boolean(io.stderr.isTTY),

@@ -65,6 +65,33 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     return JSON.parse(response.body as string) as { total?: number; entry?: { resource: Record<string, any> }[] };
   };
 
+  /** Services whose validate() (the writer's) counts the calls made inside a write transaction and before. */
+  const countingValidations = () => {
+    let inTransaction = false;
+    const validated = { ahead: 0, inside: 0 };
+    const store = Object.create(services.store, {
+      transaction: {
+        value: async (fn: Parameters<FhirServices['store']['transaction']>[0]) => {
+          inTransaction = true;
+          try {
+            return await services.store.transaction(fn);
+          } finally {
+            inTransaction = false;
+          }
+        },
+      },
+    }) as FhirServices['store'];
+    const counting: FhirServices = {
+      ...services,
+      store,
+      validate: (resource) => {
+        validated[inTransaction ? 'inside' : 'ahead']++;
+        return services.validate(resource);
+      },
+    };
+    return { counting, validated };
+  };
+
   // The whole export on SQLite; on PostgreSQL the types Encounter needs (the rest in test:full).
   const wholeExport = backend === 'sqlite' || Boolean(process.env.AMBIENT_FULL_TESTS);
 
@@ -214,7 +241,7 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     expect((await search('Basic', '_id=pool-bad')).entry ?? []).toEqual([]);
   });
 
-  it('validates a transaction Bundle on the workers as the transaction will write it: none on the writer', async () => {
+  it('validates a transaction Bundle ahead, as the transaction will write it: nothing again inside the transaction', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
     const bundle = {
       resourceType: 'Bundle',
@@ -247,14 +274,7 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
       ],
     };
     writeFileSync(join(dir, 'ahead.json'), JSON.stringify(bundle));
-    let writerValidations = 0;
-    const counting: FhirServices = {
-      ...services,
-      validate: (resource) => {
-        writerValidations++;
-        return services.validate(resource);
-      },
-    };
+    const { counting, validated } = countingValidations();
     const pool = new ValidationPool(1);
     try {
       const summary = await new Importer(counting, { validationPool: pool }).importFiles(findSourceFiles([dir]));
@@ -263,14 +283,43 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
     } finally {
       await pool.close();
     }
-    // Each entry's verdict came from the worker, for the very text the transaction wrote.
-    expect(writerValidations).toBe(0);
+    // The worker validated each entry ahead, as the very text the transaction then wrote: the writer none.
+    expect(validated).toEqual({ ahead: 0, inside: 0 });
     const patient = (await search('Patient', 'family=Ahead')).entry![0].resource;
     const observation = (await search('Observation', 'code:text=ahead')).entry![0].resource;
     expect(observation.subject.reference).toBe(`Patient/${patient.id as string}`);
     expect((await search('Basic', '_id=ahead-basic')).entry![0].resource.subject.reference).toBe(
       `Patient/${patient.id as string}`,
     );
+  });
+
+  it('validates NDJSON lines with conditional references ahead too, as their transactions rewrite them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
+    const target = { resourceType: 'Basic', id: 'ahead-target', identifier: [{ system: 'urn:ahead', value: 't' }] };
+    writeFileSync(join(dir, '1-Basic.ndjson'), JSON.stringify({ ...target, code: { text: 't' } }));
+    const referring = (id: string) => ({
+      resourceType: 'Basic',
+      id,
+      code: { text: id },
+      subject: { reference: 'Basic?identifier=urn:ahead|t' },
+    });
+    writeFileSync(
+      join(dir, '2-Basic.ndjson'),
+      [referring('ahead-1'), referring('ahead-2')].map((r) => JSON.stringify(r)).join('\n'),
+    );
+    const { counting, validated } = countingValidations();
+    const pool = new ValidationPool(1);
+    try {
+      const importer = new Importer(counting, { validationPool: pool, database: db });
+      const summary = await importer.importFiles(findSourceFiles([dir]));
+      expect(summary.failures).toEqual([]);
+      expect(summary.resources).toBe(3);
+    } finally {
+      await pool.close();
+    }
+    expect(validated).toEqual({ ahead: 0, inside: 0 });
+    for (const id of ['ahead-1', 'ahead-2'])
+      expect((await search('Basic', `_id=${id}`)).entry![0].resource.subject.reference).toBe('Basic/ahead-target');
   });
 
   it('with several transactions in flight, loads transaction Bundles as one at a time would', async () => {

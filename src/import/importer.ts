@@ -9,6 +9,7 @@ import { parseEntryRequest } from '../fhir/bundle-entry-request.js';
 import type { EntryAction, EntryRequest } from '../fhir/bundle-entry-request.js';
 import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
+import { forEachReference, parseConditionalReference } from '../fhir/references.js';
 import { fullUrlIdentity } from '../fhir/interactions/transaction-identities.js';
 import type { PlannedEntry } from '../fhir/interactions/transaction-identities.js';
 import { localRewrites, rewrittenCopy } from '../fhir/interactions/transaction-references.js';
@@ -16,6 +17,7 @@ import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import { ChunkPipeline } from './pipeline.js';
 import { MAX_JSON_CHARS, readJsonText, readLines, TooLongError } from './sources.js';
 import type { SourceFile } from './sources.js';
+import type { SqlExecutor } from '../storage/sql/database.js';
 import type { ValidationPool } from './validation-pool.js';
 
 export interface ImportFailure {
@@ -64,6 +66,9 @@ function reasonOf(error: unknown): string {
  */
 const READ_AHEAD_CHUNKS = 2;
 
+/** Conditional references the importer keeps looked up (conditionalAhead): a bound on its memory. */
+const MAX_CONDITIONAL_TARGETS = 10_000;
+
 /**
  * A conditional reference (`"reference": "Patient?identifier=..."`) in a line's text. One spelled with
  * escapes goes unnoticed: then its early verdict is only wasted work, never used.
@@ -90,6 +95,12 @@ function entryFor(resource: Json): Entry {
 }
 
 export interface ImporterOptions {
+  /**
+   * Where the importer looks up conditional references (`Practitioner?identifier=...`) ahead of their
+   * transaction, to have the lines that carry them validated on the workers too. The transaction resolves
+   * them itself as ever: a line whose text then differs from the one validated is validated on the spot.
+   */
+  readonly database?: SqlExecutor;
   /** NDJSON lines per transaction. */
   readonly chunkSize?: number;
   /**
@@ -106,9 +117,13 @@ export class Importer {
   private readonly chunkSize: number;
   private readonly concurrency: number;
   private readonly validationPool: ValidationPool | undefined;
+  private readonly database: SqlExecutor | undefined;
+  /** Conditional references looked up ahead that had one match: `Type/id`. */
+  private readonly conditionalTargets = new Map<string, string>();
 
   constructor(services: FhirServices, options: ImporterOptions = {}) {
     this.validationPool = options.validationPool;
+    this.database = options.database;
     const pool = this.validationPool;
     const validate = pool?.validateWith(services.validate) ?? services.validate;
     const prevalidate =
@@ -288,10 +303,16 @@ export class Importer {
       const where = (entry: number) => ({ line: lines[entry].line });
       const keys = new Set(lines.flatMap((l) => (l.entry.request.method === 'PUT' ? [l.entry.request.url] : [])));
       // Started now, while earlier chunks are still being written. A line with a conditional reference is
-      // left out: its transaction rewrites it, and validates the rewritten resource (services.prevalidate).
-      const validated = this.validationPool?.prevalidate(
+      // validated as its transaction will rewrite it, with the references looked up ahead (conditionalAhead).
+      const conditional = lines.filter((l) => CONDITIONAL_REFERENCE.test(l.text));
+      const plain = this.validationPool?.prevalidate(
         lines.flatMap((l) => (CONDITIONAL_REFERENCE.test(l.text) ? [] : [l.text])),
       );
+      const rewritten =
+        conditional.length > 0
+          ? this.conditionalAhead(conditional.flatMap((l) => (l.entry.resource ? [l.entry.resource] : [])))
+          : undefined;
+      const validated = plain && Promise.all([plain, rewritten]).then(([a, b]) => (b ? [...a, ...b] : a));
       // Handed to the pipeline in order, while the next chunks are read and validated ahead.
       handOff = handOff.then(() => add(keys, validated, lines, where));
       handOffs.push(handOff);
@@ -362,6 +383,55 @@ export class Importer {
     // Chunks finish in any order: the file's failures are reported in line order, as read.
     const failures = summary.failures.splice(failuresBefore);
     summary.failures.push(...failures.sort((a, b) => (a.line ?? 0) - (b.line ?? 0)));
+  }
+
+  /**
+   * The workers' verdicts (keys to release) on `resources` as their transactions will write them: their
+   * conditional references replaced by the one match each has now (transaction-references.ts), read
+   * outside any transaction and kept for the rest of the import (a target gone stale costs only the head
+   * start). A resource whose reference has no single match is left out (its transaction fails, or finds
+   * what arrived since, and validates then).
+   */
+  private async conditionalAhead(resources: readonly Json[]): Promise<readonly string[]> {
+    const pool = this.validationPool;
+    const database = this.database;
+    if (!pool || !database) return [];
+    const texts: string[] = [];
+    try {
+      for (const resource of resources) {
+        const rewrites = new Map<string, string>();
+        let unresolved = false;
+        const references = new Set<string>();
+        forEachReference(resource, (reference) => void references.add(reference));
+        for (const reference of references) {
+          const conditional = parseConditionalReference(reference);
+          if (!conditional) continue;
+          let target = this.conditionalTargets.get(reference);
+          if (target === undefined) {
+            const ids = await this.request.services.search.findIds(
+              database,
+              conditional.type,
+              conditional.query,
+              (type) => this.request.principal.canFhir('search', type),
+              2,
+            );
+            if (ids.length !== 1) {
+              // None yet (or several): looked up again for the next line that has it.
+              unresolved = true;
+              continue;
+            }
+            target = `${conditional.type}/${ids[0]}`;
+            if (this.conditionalTargets.size >= MAX_CONDITIONAL_TARGETS) this.conditionalTargets.clear();
+            this.conditionalTargets.set(reference, target);
+          }
+          rewrites.set(reference, target);
+        }
+        if (!unresolved && rewrites.size > 0) texts.push(JSON.stringify(rewrittenCopy(resource, rewrites)));
+      }
+    } catch {
+      // A criterion the search refuses: the transaction reports it; these lines are validated there.
+    }
+    return pool.prevalidate(texts);
   }
 
   /**

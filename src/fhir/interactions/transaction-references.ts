@@ -9,7 +9,7 @@ import { AppError } from '../../errors.js';
 import type { SqlExecutor } from '../../storage/sql/database.js';
 import { requireAccess } from '../access.js';
 import { findMatches, parseCriteria } from '../conditional.js';
-import { forEachReference, parseConditionalReference } from '../references.js';
+import { copyWithReferences, forEachReference, parseConditionalReference } from '../references.js';
 import type { FhirRequest } from '../services.js';
 import { atEntry } from './bundle-input.js';
 import type { PlannedEntry } from './transaction-identities.js';
@@ -73,12 +73,7 @@ export function rewrittenCopy(
   resource: Record<string, unknown>,
   rewrites: ReadonlyMap<string, string>,
 ): Record<string, unknown> {
-  const copy = structuredClone(resource);
-  forEachReference(copy, (reference, replace) => {
-    const next = rewrites.get(reference);
-    if (next !== undefined) replace(next);
-  });
-  return copy;
+  return copyWithReferences(resource, (reference) => rewrites.get(reference)) as Record<string, unknown>;
 }
 
 /** A relative literal reference: `Type/id`, optionally versioned (https://hl7.org/fhir/R4/references.html#literal). */

@@ -53,18 +53,24 @@ describe.each(BACKENDS)('fhir-kit-client: compartments and $everything on %s', (
   const ids = (bundle: any, mode = 'match') =>
     (bundle.entry ?? []).filter((e: any) => e.search?.mode === mode).map((e: any) => e.resource.id);
 
-  it('compartmentSearch and nextPage walk Patient/{id}/Observation', async () => {
-    let bundle = (await client.compartmentSearch({
-      resourceType: 'Observation',
-      compartment: { resourceType: 'Patient', id: patientId },
-      searchParams: { _count: '2' },
-    })) as any;
+  /** The matches of `first` and of every page after it, following `next` with nextPage. */
+  const walk = async (first: any): Promise<string[]> => {
+    let bundle = first;
     const seen = [...ids(bundle)];
     while (bundle.link.some((l: any) => l.relation === 'next')) {
       bundle = await client.nextPage({ bundle });
       seen.push(...ids(bundle));
     }
-    expect(seen).toEqual(observationIds);
+    return seen;
+  };
+
+  it('compartmentSearch and nextPage walk Patient/{id}/Observation', async () => {
+    const first = await client.compartmentSearch({
+      resourceType: 'Observation',
+      compartment: { resourceType: 'Patient', id: patientId },
+      searchParams: { _count: '2' },
+    });
+    expect(await walk(first)).toEqual(observationIds);
   });
 
   it('compartmentSearch with postSearch (POST Patient/{id}/Observation/_search) answers what GET does', async () => {
@@ -78,35 +84,25 @@ describe.each(BACKENDS)('fhir-kit-client: compartments and $everything on %s', (
     const [posted, got] = [await search(true), await search(false)];
     expect(ids(posted)).toEqual([observationIds[3]]);
     expect(ids(posted)).toEqual(ids(got));
-    let bundle = (await client.compartmentSearch({
+    const first = await client.compartmentSearch({
       resourceType: 'Observation',
       compartment: { resourceType: 'Patient', id: patientId },
       searchParams: { _count: '2' },
       options: { postSearch: true },
-    })) as any;
-    const seen = [...ids(bundle)];
-    while (bundle.link.some((l: any) => l.relation === 'next')) {
-      bundle = await client.nextPage({ bundle });
-      seen.push(...ids(bundle));
-    }
-    expect(seen).toEqual(observationIds);
+    });
+    expect(await walk(first)).toEqual(observationIds);
   });
 
   it('operation $everything (GET) and nextPage walk the compartment', async () => {
-    let bundle = (await client.operation({
+    const first = (await client.operation({
       name: '$everything',
       resourceType: 'Patient',
       id: patientId,
       method: 'GET',
       input: { _count: '4' },
     })) as any;
-    expect(bundle.type).toBe('searchset');
-    const seen = [...ids(bundle)];
-    while (bundle.link.some((l: any) => l.relation === 'next')) {
-      bundle = await client.nextPage({ bundle });
-      seen.push(...ids(bundle));
-    }
-    expect(seen).toEqual([patientId, ...observationIds]);
+    expect(first.type).toBe('searchset');
+    expect(await walk(first)).toEqual([patientId, ...observationIds]);
   });
 
   it('sees $everything and the compartments in the CapabilityStatement', async () => {

@@ -349,28 +349,13 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     ),
   );
 
-  app.get<{ Params: { type: string; id: string; member: string } }>('/fhir/:type/:id/:member', async (request, reply) =>
-    sendFhir(
-      request,
-      reply,
-      await compartmentSearchInteraction(
-        fhirRequest(request),
-        request.params.type,
-        request.params.id,
-        request.params.member,
-        searchParams(request),
-        searchOptions(request),
-      ),
-    ),
-  );
-
-  // https://hl7.org/fhir/R4/http.html#search: `POST [base]/[compartment]/[id]/_search` (every member type,
-  // as `*`) and `POST [base]/[compartment]/[id]/[type]/_search`.
-  const postCompartmentSearch = async (
+  // Compartment search: `GET [base]/[compartment]/[id]/[type]`, and as POST (https://hl7.org/fhir/R4/http.html#search)
+  // `[base]/[compartment]/[id]/[type]/_search` and `[base]/[compartment]/[id]/_search` (every member type, as `*`).
+  const compartmentSearch = async (
     request: FastifyRequest<{ Params: { type: string; id: string; member?: string } }>,
     reply: FastifyReply,
   ) => {
-    assertFormBody(request);
+    if (request.method === 'POST') assertFormBody(request);
     return sendFhir(
       request,
       reply,
@@ -384,11 +369,9 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
       ),
     );
   };
-  app.post<{ Params: { type: string; id: string } }>('/fhir/:type/:id/_search', postCompartmentSearch);
-  app.post<{ Params: { type: string; id: string; member: string } }>(
-    '/fhir/:type/:id/:member/_search',
-    postCompartmentSearch,
-  );
+  app.get('/fhir/:type/:id/:member', compartmentSearch);
+  app.post('/fhir/:type/:id/_search', compartmentSearch);
+  app.post('/fhir/:type/:id/:member/_search', compartmentSearch);
 
   app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
     sendRead(

@@ -66,6 +66,9 @@ function reasonOf(error: unknown): string {
  */
 const READ_AHEAD_CHUNKS = 2;
 
+/** Lines of a file's first NDJSON chunk (the next ones double, up to the chunk size). */
+const FIRST_CHUNK_LINES = 125;
+
 /** Conditional references the importer keeps looked up (conditionalAhead): a bound on its memory. */
 const MAX_CONDITIONAL_TARGETS = 10_000;
 
@@ -293,6 +296,13 @@ export class Importer {
     const pipeline = new ChunkPipeline(this.concurrency);
     const failuresBefore = summary.failures.length;
     let chunk: { line: number; text: string; entry: Entry }[] = [];
+    // With one transaction at a time (SQLite), a file's first chunks are small and double up to the full
+    // size: the writer waits for a chunk's verdicts before writing it, and the worker for the writer to
+    // need more, so a file that began with a full chunk kept each idle in turn (the writer waited a third
+    // of the Synthea export's load). With several in flight (PostgreSQL) the smaller chunks only cost
+    // statements (measured: 4-6% slower), so they start full.
+    const fullChunk = Math.min(this.chunkSize, this.request.services.config.maxBundleEntries);
+    let chunkLimit = this.concurrency > 1 ? fullChunk : Math.min(FIRST_CHUNK_LINES, fullChunk);
     // Chunks handed to the pipeline in order, the last READ_AHEAD_CHUNKS of them perhaps still waiting.
     let handOff = Promise.resolve();
     const handOffs: Promise<void>[] = [];
@@ -375,7 +385,10 @@ export class Importer {
         continue;
       }
       chunk.push({ line, text, entry: entryFor(resource) });
-      if (chunk.length >= Math.min(this.chunkSize, this.request.services.config.maxBundleEntries)) await flush();
+      if (chunk.length >= chunkLimit) {
+        await flush();
+        chunkLimit = Math.min(chunkLimit * 2, fullChunk);
+      }
     }
     await flush();
     await handOff;

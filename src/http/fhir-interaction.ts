@@ -14,11 +14,15 @@ const BY_ROUTE: Record<string, Record<string, string>> = {
   '/fhir/:type/:id/$validate': { POST: 'operation' },
   '/fhir/:type/:id/_history': { GET: 'history-instance' },
   '/fhir/:type/:id/_history/:vid': { GET: 'vread' },
+  '/fhir/:type/:id/$everything': { GET: 'operation' },
+  '/fhir/:type/:id/:member': { GET: 'search-compartment' },
+  '/fhir/:type/:id/_search': { POST: 'search-compartment' },
+  '/fhir/:type/:id/:member/_search': { POST: 'search-compartment' },
 };
 
 /**
  * read, vread, update, patch, delete, history-instance, history-type, history-system, create, search-type,
- * search-system, capabilities, batch, transaction, operation; undefined for a request that is not one
+ * search-compartment, search-system, capabilities, batch, transaction, operation; undefined for a request that is not one
  * (outside /fhir, or no route matched).
  */
 export function fhirInteraction(request: Pick<FastifyRequest, 'method' | 'routeOptions' | 'body'>): string | undefined {

@@ -322,6 +322,28 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
       expect((await search('Basic', `_id=${id}`)).entry![0].resource.subject.reference).toBe('Basic/ahead-target');
   });
 
+  it('reports a transaction Bundle nested deeper than JSON may be walked, and loads the files after it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
+    const deep = `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`;
+    writeFileSync(
+      join(dir, '1-deep.json'),
+      `{"resourceType":"Bundle","type":"transaction","entry":[{"resource":{"resourceType":"Basic","code":{"text":"deep"},"extension":[{"url":"urn:deep","valueString":"x"}],"modifierExtension":${deep}},"request":{"method":"POST","url":"Basic"}}]}`,
+    );
+    writeFileSync(
+      join(dir, '2-Basic.ndjson'),
+      JSON.stringify({ resourceType: 'Basic', id: 'after-deep', code: { text: 'after' } }),
+    );
+    const pool = new ValidationPool(1);
+    try {
+      const summary = await new Importer(services, { validationPool: pool }).importFiles(findSourceFiles([dir]));
+      expect(summary.failures.map((f) => f.file.split('/').pop())).toEqual(['1-deep.json']);
+      expect(summary.resources).toBe(1);
+    } finally {
+      await pool.close();
+    }
+    expect((await search('Basic', '_id=after-deep')).entry).toHaveLength(1);
+  });
+
   it('with several transactions in flight, loads transaction Bundles as one at a time would', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ambient-import-'));
     const tx = (...entry: unknown[]) => JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry });

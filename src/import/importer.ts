@@ -9,15 +9,17 @@ import { parseEntryRequest } from '../fhir/bundle-entry-request.js';
 import type { EntryAction, EntryRequest } from '../fhir/bundle-entry-request.js';
 import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
+import { findMatches, parseCriteria } from '../fhir/conditional.js';
 import { forEachReference, parseConditionalReference } from '../fhir/references.js';
 import { fullUrlIdentity } from '../fhir/interactions/transaction-identities.js';
 import type { PlannedEntry } from '../fhir/interactions/transaction-identities.js';
 import { localRewrites, rewrittenCopy } from '../fhir/interactions/transaction-references.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
+import type { SqlExecutor } from '../storage/sql/database.js';
 import { ChunkPipeline } from './pipeline.js';
 import { MAX_JSON_CHARS, readJsonText, readLines, TooLongError } from './sources.js';
 import type { SourceFile } from './sources.js';
-import type { SqlExecutor } from '../storage/sql/database.js';
+import { lossy } from './validation-pool.js';
 import type { ValidationPool } from './validation-pool.js';
 
 export interface ImportFailure {
@@ -111,7 +113,10 @@ export interface ImporterOptions {
    * concurrent transactions in parallel (Dialect.concurrentWriters).
    */
   readonly concurrency?: number;
-  /** Validates NDJSON lines on worker threads ahead of the writer; without it the writer validates. */
+  /**
+   * Validates NDJSON lines and transaction Bundles' entries on worker threads ahead of the writer;
+   * without it the writer validates.
+   */
   readonly validationPool?: ValidationPool;
 }
 
@@ -196,10 +201,9 @@ export class Importer {
     const planned = document.type === 'transaction' ? this.plannedEntries(document) : undefined;
     if (!planned) {
       await bundles.drain();
-      await bundleInteraction(this.request, document, { returnResources: false }).then(
-        (response) => this.count(path, response.body, summary, (entry) => ({ entry })),
-        (error: unknown) => void summary.failures.push({ file: path, reason: reasonOf(error) }),
-      );
+      await bundleInteraction(this.request, document, { returnResources: false })
+        .then((response) => this.count(path, response.body, summary, (entry) => ({ entry })))
+        .catch((error: unknown) => void summary.failures.push({ file: path, reason: reasonOf(error) }));
       return;
     }
     // The ids of the creates are chosen here: the entries are then known as the transaction will write
@@ -207,7 +211,8 @@ export class Importer {
     const ids = new Map(
       planned.flatMap((entry) => (entry.action.kind === 'create' ? [[entry.index, randomUUID()]] : [])),
     );
-    const validated = this.validationPool?.prevalidate(this.asWritten(planned, ids));
+    const texts = this.validationPool ? this.asWritten(planned, ids) : [];
+    const validated = texts.length > 0 ? this.validationPool?.prevalidate(texts) : undefined;
     const write = async (): Promise<void> => {
       const verdicts = (await validated) ?? [];
       try {
@@ -285,9 +290,14 @@ export class Importer {
     const texts: string[] = [];
     for (const entry of withIds) {
       if (!entry.resource || (entry.action.kind !== 'create' && entry.action.kind !== 'update')) continue;
-      const { rewrites, conditional } = localRewrites(entry, idsByFullUrl);
-      if (conditional.size > 0) continue;
-      texts.push(JSON.stringify(rewrites.size > 0 ? rewrittenCopy(entry.resource, rewrites) : entry.resource));
+      try {
+        const { rewrites, conditional } = localRewrites(entry, idsByFullUrl);
+        if (conditional.size > 0) continue;
+        const text = JSON.stringify(rewrites.size > 0 ? rewrittenCopy(entry.resource, rewrites) : entry.resource);
+        if (!lossy(text)) texts.push(text);
+      } catch {
+        // Deeper than JSON may be walked: the transaction refuses it (and reports it for this file).
+      }
     }
     return texts;
   }
@@ -314,15 +324,19 @@ export class Importer {
       const keys = new Set(lines.flatMap((l) => (l.entry.request.method === 'PUT' ? [l.entry.request.url] : [])));
       // Started now, while earlier chunks are still being written. A line with a conditional reference is
       // validated as its transaction will rewrite it, with the references looked up ahead (conditionalAhead).
-      const conditional = lines.filter((l) => CONDITIONAL_REFERENCE.test(l.text));
-      const plain = this.validationPool?.prevalidate(
-        lines.flatMap((l) => (CONDITIONAL_REFERENCE.test(l.text) ? [] : [l.text])),
-      );
+      const conditional: typeof lines = [];
+      const plain: string[] = [];
+      for (const l of lines) {
+        if (CONDITIONAL_REFERENCE.test(l.text)) conditional.push(l);
+        else plain.push(l.text);
+      }
+      const validatedPlain = this.validationPool?.prevalidate(plain);
       const rewritten =
         conditional.length > 0
           ? this.conditionalAhead(conditional.flatMap((l) => (l.entry.resource ? [l.entry.resource] : [])))
           : undefined;
-      const validated = plain && Promise.all([plain, rewritten]).then(([a, b]) => (b ? [...a, ...b] : a));
+      const validated =
+        validatedPlain && Promise.all([validatedPlain, rewritten]).then(([a, b]) => (b ? [...a, ...b] : a));
       // Handed to the pipeline in order, while the next chunks are read and validated ahead.
       handOff = handOff.then(() => add(keys, validated, lines, where));
       handOffs.push(handOff);
@@ -409,42 +423,61 @@ export class Importer {
     const pool = this.validationPool;
     const database = this.database;
     if (!pool || !database) return [];
+    // This chunk's references without a single match now: not searched again for its other lines.
+    const unresolvable = new Set<string>();
     const texts: string[] = [];
-    try {
-      for (const resource of resources) {
+    for (const resource of resources) {
+      try {
         const rewrites = new Map<string, string>();
-        let unresolved = false;
         const references = new Set<string>();
         forEachReference(resource, (reference) => void references.add(reference));
+        let resolved = true;
         for (const reference of references) {
-          const conditional = parseConditionalReference(reference);
-          if (!conditional) continue;
-          let target = this.conditionalTargets.get(reference);
+          if (!parseConditionalReference(reference)) continue;
+          // Known targets without a turn of the event loop: most lines name the same few.
+          const target =
+            this.conditionalTargets.get(reference) ?? (await this.targetNow(database, reference, unresolvable));
           if (target === undefined) {
-            const ids = await this.request.services.search.findIds(
-              database,
-              conditional.type,
-              conditional.query,
-              (type) => this.request.principal.canFhir('search', type),
-              2,
-            );
-            if (ids.length !== 1) {
-              // None yet (or several): looked up again for the next line that has it.
-              unresolved = true;
-              continue;
-            }
-            target = `${conditional.type}/${ids[0]}`;
-            if (this.conditionalTargets.size >= MAX_CONDITIONAL_TARGETS) this.conditionalTargets.clear();
-            this.conditionalTargets.set(reference, target);
+            resolved = false;
+            break;
           }
           rewrites.set(reference, target);
         }
-        if (!unresolved && rewrites.size > 0) texts.push(JSON.stringify(rewrittenCopy(resource, rewrites)));
+        if (!resolved || rewrites.size === 0) continue;
+        const text = JSON.stringify(rewrittenCopy(resource, rewrites));
+        if (!lossy(text)) texts.push(text);
+      } catch {
+        // Deeper than JSON may be walked, or criteria the search refuses: the transaction reports it.
       }
-    } catch {
-      // A criterion the search refuses: the transaction reports it; these lines are validated there.
     }
-    return pool.prevalidate(texts);
+    return texts.length > 0 ? pool.prevalidate(texts) : [];
+  }
+
+  /**
+   * The one resource a conditional reference matches now (`Type/id`), as the transaction would find it
+   * (transaction-references.ts: the same criteria, the same search), or undefined for none or several.
+   */
+  private async targetNow(
+    database: SqlExecutor,
+    reference: string,
+    unresolvable: Set<string>,
+  ): Promise<string | undefined> {
+    if (unresolvable.has(reference)) return undefined;
+    const { type, query } = parseConditionalReference(reference)!;
+    let matches: string[] = [];
+    try {
+      matches = await findMatches(this.request, database, type, parseCriteria(type, query));
+    } catch {
+      // Refused criteria: the transaction reports them.
+    }
+    if (matches.length !== 1) {
+      unresolvable.add(reference);
+      return undefined;
+    }
+    const target = `${type}/${matches[0]}`;
+    if (this.conditionalTargets.size >= MAX_CONDITIONAL_TARGETS) this.conditionalTargets.clear();
+    this.conditionalTargets.set(reference, target);
+    return target;
   }
 
   /**

@@ -40,6 +40,19 @@ describe('ValidationPool', () => {
     pool.release(keys);
   });
 
+  it('never answers with a verdict for a text that holds null: an infinite number is written so', async () => {
+    // JSON.parse('1e400') is Infinity, which JSON.stringify writes as null: the worker would validate the
+    // null, not the number the resource holds.
+    const infinite = JSON.parse('{"resourceType":"Patient","id":"inf","multipleBirthInteger":1e400}') as unknown;
+    const keys = await pool.prevalidate([JSON.stringify(infinite)]);
+    const validate = pool.validateWith(inline);
+    calls.length = 0;
+    const issues = validate(infinite);
+    expect(calls).toEqual([infinite]);
+    expect(issues.some((issue) => issue.severity === 'error' && issue.expression.includes('multipleBirth'))).toBe(true);
+    pool.release(keys);
+  });
+
   it('uses a verdict once, and forgets released ones', async () => {
     const validate = pool.validateWith(inline);
     const keys = await pool.prevalidate([JSON.stringify(valid), JSON.stringify(invalid)]);

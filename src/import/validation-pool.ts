@@ -4,8 +4,9 @@
 //
 // The verdicts are keyed by the resource's canonical JSON text, and the writer's validate() uses a
 // verdict only for a resource whose own text is that key: one the write path changed before validating
-// it (a reference rewritten by a transaction, say) misses and is validated on the spot. So what is
-// stored has passed the same rules as ever, whichever thread checked it.
+// it (a reference rewritten by a transaction, say) misses and is validated on the spot, and so does one
+// whose text holds `null` (`lossy`: JSON.stringify writes an infinite number so). So what is stored has
+// passed the same rules as ever, whichever thread checked it.
 import { availableParallelism } from 'node:os';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,6 +100,16 @@ class PooledWorker {
   }
 }
 
+/**
+ * Whether a JSON text may stand for other values than the resource it was written from: JSON.stringify
+ * writes a number JSON.parse made infinite (`1e400`) as `null`, so a verdict on that text could be for a
+ * `null` the resource does not hold. Any text with `null` in it is left to the writer (a few false
+ * alarms, the word in a narrative, cost only the head start).
+ */
+export function lossy(text: string): boolean {
+  return text.includes('null');
+}
+
 export class ValidationPool {
   /** Started by the first NDJSON chunk or rewritten transaction: an import of nothing never needs them. */
   private workers: PooledWorker[] | undefined;
@@ -128,8 +139,8 @@ export class ValidationPool {
    * Validates `resources` now, shared between the started workers and this thread: the workers take them
    * from the front, this thread from the back, until they meet (validation-protocol.ts), so neither
    * waits long for the other. Keeps each verdict under the resource's text, as `prevalidate` does; the
-   * answer forgets those the writer did not use. For resources the importer cannot hand over before their
-   * transaction: those whose references it rewrote.
+   * answer forgets those the writer did not use. For what the importer could not validate ahead as the
+   * transaction rewrites it (a conditional reference in a Bundle, a target that changed since).
    */
   async prevalidateResources(
     given: readonly unknown[],
@@ -141,7 +152,8 @@ export class ValidationPool {
     const texts: string[] = [];
     for (const resource of given) {
       const text = JSON.stringify(resource);
-      if (this.verdicts.has(text)) continue;
+      // Validated ahead already; or a text that may not say what the resource holds: validated by the writer.
+      if (this.verdicts.has(text) || lossy(text)) continue;
       resources.push(resource);
       texts.push(text);
     }
@@ -194,6 +206,7 @@ export class ValidationPool {
     return (resource) => {
       if (this.verdicts.size === 0) return validate(resource);
       const key = JSON.stringify(resource);
+      if (lossy(key)) return validate(resource);
       const issues = this.verdicts.get(key);
       if (issues === undefined) return validate(resource);
       this.verdicts.delete(key); // used once: a second resource with the same text is validated again

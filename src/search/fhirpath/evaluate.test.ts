@@ -143,6 +143,9 @@ describe('FHIRPath evaluation', () => {
     const shared = 'Condition.code | (DeviceRequest.code as CodeableConcept) | Observation.code | Procedure.code';
     expect(run(shared, obs, true).map((n) => n.value)).toEqual([{ text: 'x' }]);
     expect(run('Condition.code | Procedure.code', obs, true)).toEqual([]);
+    // Left out when compiled, not filtered on each run: the shared, frozen empty answer.
+    expect(Object.isFrozen(run('Condition.code | Procedure.code', obs, true))).toBe(true);
+    expect(Object.isFrozen(run('Condition.code | Procedure.code', obs, false))).toBe(false);
     // `Resource` and `DomainResource` branches stay: an Observation is both.
     expect(run('Resource.id | DomainResource.text', { ...obs, id: 'o1' }, true).map((n) => n.value)).toEqual(['o1']);
     // Functions that select from nothing give nothing; exists() and empty() still answer.

@@ -279,7 +279,7 @@ function toBoolean(nodes: readonly Node[]): boolean | undefined {
   return true;
 }
 
-/** Up to this many objects, a union compares them pairwise instead of building a canonical text of each. */
+/** Up to this many values (or objects among more), a union compares them pairwise instead of by key. */
 const FEW_OBJECTS = 8;
 
 /**

@@ -9,17 +9,15 @@ import { parseEntryRequest } from '../fhir/bundle-entry-request.js';
 import type { EntryAction, EntryRequest } from '../fhir/bundle-entry-request.js';
 import { errorEntry } from '../fhir/interactions/bundle-entry.js';
 import { bundleInteraction } from '../fhir/interactions/transaction.js';
-import { findMatches, parseCriteria } from '../fhir/conditional.js';
 import { forEachReference, parseConditionalReference } from '../fhir/references.js';
 import { fullUrlIdentity } from '../fhir/interactions/transaction-identities.js';
 import type { PlannedEntry } from '../fhir/interactions/transaction-identities.js';
-import { localRewrites, rewrittenCopy } from '../fhir/interactions/transaction-references.js';
+import { conditionalTarget, localRewrites, rewrittenCopy } from '../fhir/interactions/transaction-references.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import type { SqlExecutor } from '../storage/sql/database.js';
 import { ChunkPipeline } from './pipeline.js';
 import { MAX_JSON_CHARS, readJsonText, readLines, TooLongError } from './sources.js';
 import type { SourceFile } from './sources.js';
-import { lossy } from './validation-pool.js';
 import type { ValidationPool } from './validation-pool.js';
 
 export interface ImportFailure {
@@ -211,8 +209,7 @@ export class Importer {
     const ids = new Map(
       planned.flatMap((entry) => (entry.action.kind === 'create' ? [[entry.index, randomUUID()]] : [])),
     );
-    const texts = this.validationPool ? this.asWritten(planned, ids) : [];
-    const validated = texts.length > 0 ? this.validationPool?.prevalidate(texts) : undefined;
+    const validated = this.validationPool?.prevalidate(this.asWritten(planned, ids));
     const write = async (): Promise<void> => {
       const verdicts = (await validated) ?? [];
       try {
@@ -293,8 +290,7 @@ export class Importer {
       try {
         const { rewrites, conditional } = localRewrites(entry, idsByFullUrl);
         if (conditional.size > 0) continue;
-        const text = JSON.stringify(rewrites.size > 0 ? rewrittenCopy(entry.resource, rewrites) : entry.resource);
-        if (!lossy(text)) texts.push(text);
+        texts.push(JSON.stringify(rewrites.size > 0 ? rewrittenCopy(entry.resource, rewrites) : entry.resource));
       } catch {
         // Deeper than JSON may be walked: the transaction refuses it (and reports it for this file).
       }
@@ -443,19 +439,17 @@ export class Importer {
           }
           rewrites.set(reference, target);
         }
-        if (!resolved || rewrites.size === 0) continue;
-        const text = JSON.stringify(rewrittenCopy(resource, rewrites));
-        if (!lossy(text)) texts.push(text);
+        if (resolved && rewrites.size > 0) texts.push(JSON.stringify(rewrittenCopy(resource, rewrites)));
       } catch {
         // Deeper than JSON may be walked, or criteria the search refuses: the transaction reports it.
       }
     }
-    return texts.length > 0 ? pool.prevalidate(texts) : [];
+    return pool.prevalidate(texts);
   }
 
   /**
-   * The one resource a conditional reference matches now (`Type/id`), as the transaction would find it
-   * (transaction-references.ts: the same criteria, the same search), or undefined for none or several.
+   * The one resource a conditional reference matches now (`Type/id`), found as the transaction finds it
+   * (conditionalTarget), or undefined for none, several or criteria it refuses.
    */
   private async targetNow(
     database: SqlExecutor,
@@ -463,18 +457,13 @@ export class Importer {
     unresolvable: Set<string>,
   ): Promise<string | undefined> {
     if (unresolvable.has(reference)) return undefined;
-    const { type, query } = parseConditionalReference(reference)!;
-    let matches: string[] = [];
+    let target: string;
     try {
-      matches = await findMatches(this.request, database, type, parseCriteria(type, query));
+      target = await conditionalTarget(this.request, database, reference);
     } catch {
-      // Refused criteria: the transaction reports them.
-    }
-    if (matches.length !== 1) {
-      unresolvable.add(reference);
+      unresolvable.add(reference); // the transaction reports it
       return undefined;
     }
-    const target = `${type}/${matches[0]}`;
     if (this.conditionalTargets.size >= MAX_CONDITIONAL_TARGETS) this.conditionalTargets.clear();
     this.conditionalTargets.set(reference, target);
     return target;

@@ -87,7 +87,8 @@ function restfulBase(fullUrl: string | undefined): string | undefined {
   return match ? match[1] : undefined;
 }
 
-async function conditionalTarget(request: FhirRequest, tx: SqlExecutor, reference: string): Promise<string> {
+/** The one resource a conditional reference matches (`Type/id`); 412 for none or several. */
+export async function conditionalTarget(request: FhirRequest, tx: SqlExecutor, reference: string): Promise<string> {
   const { type, query } = parseConditionalReference(reference)!;
   requireAccess(request, 'search', type);
   const matches = await findMatches(request, tx, type, parseCriteria(type, query));

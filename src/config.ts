@@ -11,6 +11,11 @@ export interface Config {
   readonly databaseUrl: string;
   readonly tokenTtlSeconds: number;
   readonly maxBodyBytes: number;
+  /**
+   * The most bytes of stored resources one search or history page carries (at least one resource):
+   * a page ends early, with its `next` link, where the next resource would not fit.
+   */
+  readonly maxPageBytes: number;
   /** Time allowed to receive a whole request, headers and body (408 past it); not the time to answer it. */
   readonly requestTimeoutMs: number;
   readonly redisUrl: string | undefined;
@@ -360,6 +365,7 @@ function readConfig(environment: Env, options: ConfigOptions) {
     databaseUrl,
     tokenTtlSeconds: integer('AMBIENT_TOKEN_TTL_SECONDS', 172800, 1),
     maxBodyBytes: integer('AMBIENT_MAX_BODY_BYTES', 16 * 1024 * 1024, 1024),
+    maxPageBytes: integer('AMBIENT_MAX_PAGE_BYTES', 32 * 1024 * 1024, 1024),
     requestTimeoutMs: integer('AMBIENT_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000),
     redisUrl: env.REDIS_URL || undefined,
     logLevel,

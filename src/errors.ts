@@ -52,6 +52,7 @@ export const ERROR_CATALOG = {
   'too-many-index-rows': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'search-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'search-timeout': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
+  'response-too-large': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
   'login-locked': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },

@@ -13,6 +13,13 @@ describe('rowContent', () => {
     expect(rowContent({ pk: 1, last_updated: 1001, deleted: 1, content: null }, window)).toBe('history');
     expect(rowContent({ pk: 1, last_updated: 900, deleted: 1, content: null }, window)).toBeUndefined();
   });
+
+  it('looks up in history a current row whose content the page statement left out as too large', () => {
+    const large = { pk: 1, last_updated: 900, deleted: 0, content: null, content_bytes: 70_000 };
+    expect(rowContent(large, window)).toBe('history');
+    expect(rowContent({ ...large, content: 'x', content_bytes: 1 }, window)).toBe('x');
+    expect(rowContent({ ...large, deleted: 1, content_bytes: null }, window)).toBeUndefined();
+  });
 });
 
 describe('versionContent', () => {
@@ -29,7 +36,7 @@ describe('pageQuery', () => {
   it('walks one type by pk after a keyset position, bound values only', () => {
     const page = pageQuery(sqliteDialect, 'Patient', raw('r0.id = r0.id'), window, 42, 10);
     expect(page.text).toBe(
-      'SELECT r0.pk, r0.last_updated, r0.deleted, r0.content FROM resource r0 WHERE (r0.type = ? AND r0.pk > ? AND ((r0.deleted = 0 AND r0.last_updated > ?) OR r0.last_updated > ?) AND r0.id = r0.id) ORDER BY r0.pk LIMIT ?',
+      'SELECT r0.pk, r0.last_updated, r0.deleted, CASE WHEN octet_length(r0.content) <= 65536 THEN r0.content END AS content, octet_length(r0.content) AS content_bytes FROM resource r0 WHERE (r0.type = ? AND r0.pk > ? AND ((r0.deleted = 0 AND r0.last_updated > ?) OR r0.last_updated > ?) AND r0.id = r0.id) ORDER BY r0.pk LIMIT ?',
     );
     expect(page.params).toEqual(['Patient', 42, 500, 1000, 10]);
     expect(pageQuery(postgresDialect, 'Patient', undefined, { until: 1000 }, 0).text).toMatch(

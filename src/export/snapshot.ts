@@ -6,12 +6,18 @@
 // out (https://hl7.org/fhir/uv/bulkdata/STU2/export.html#response---complete-status: the output holds
 // the data as of transactionTime). `_since` keeps the versions changed after it. The selection (the
 // compartment, `_typeFilter`) is evaluated on the current index rows.
+import { contentLeftOut, pageContentColumns } from '../storage/page-content.js';
 import type { Dialect } from '../storage/sql/dialect.js';
 import { and, or, raw, sql } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
 
-/** Rows of one page: small enough that a page of large resources stays a few MiB. */
+/**
+ * Rows of one page: with the large contents left out of the page statement (page-content.ts) and read one
+ * at a time, a page holds at most a few MiB.
+ */
 export const PAGE_ROWS = 250;
+
+const CONTENT = pageContentColumns('r0');
 
 export interface SnapshotWindow {
   /** The job's transactionTime (epoch ms): versions at or before it. */
@@ -25,6 +31,7 @@ export interface PageRow {
   readonly last_updated: number | string;
   readonly deleted: number | string;
   readonly content: string | null;
+  readonly content_bytes?: number | string | null;
 }
 
 export interface VersionRow {
@@ -52,7 +59,7 @@ export function pageQuery(
       : and([sql`r0.deleted = 0`, sql`r0.last_updated > ${window.since}`]);
   const visible = or([current, sql`r0.last_updated > ${window.until}`]);
   const where = and([sql`r0.type = ${type}`, sql`r0.pk > ${afterPk}`, visible, selection ?? raw('1=1')]);
-  return sql`${raw(dialect.adhocStatement)}SELECT r0.pk, r0.last_updated, r0.deleted, r0.content FROM resource r0 WHERE ${where} ORDER BY r0.pk LIMIT ${limit}`;
+  return sql`${raw(dialect.adhocStatement)}SELECT r0.pk, r0.last_updated, r0.deleted, ${raw(CONTENT)} FROM resource r0 WHERE ${where} ORDER BY r0.pk LIMIT ${limit}`;
 }
 
 /** The version of resource `pk` at `until`: its latest history row not after it. */
@@ -62,10 +69,13 @@ export function versionAtQuery(pk: number, until: number): Sql {
 
 /**
  * What to write for a page row: its content, `history` when its version at `until` must be looked up
- * first, or undefined when it is not part of the snapshot (pure).
+ * first (it changed since, or its content was too large for the page: its history holds the same
+ * version, and stays as it is while the page is written), or undefined when it is not part of the
+ * snapshot (pure).
  */
 export function rowContent(row: PageRow, window: SnapshotWindow): string | 'history' | undefined {
   if (Number(row.last_updated) > window.until) return 'history';
+  if (Number(row.deleted) === 0 && contentLeftOut(row)) return 'history';
   if (Number(row.deleted) !== 0 || row.content === null) return undefined;
   return row.content;
 }

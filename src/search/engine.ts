@@ -227,7 +227,15 @@ export function createSearchEngine(
         backwards: cursor?.backwards,
       });
       return await executeSearch(
-        { run, dialect: db.dialect, registry, baseUrl: request.services.baseUrl, secret, path },
+        {
+          run,
+          dialect: db.dialect,
+          registry,
+          baseUrl: request.services.baseUrl,
+          secret,
+          path,
+          maxPageBytes: config.maxPageBytes,
+        },
         parsed,
         estimated,
         compiled,

@@ -2,6 +2,8 @@
 // the stored JSON text of each resource (never parsed on the way out unless _summary/_elements ask).
 // https://hl7.org/fhir/R4/search.html, https://hl7.org/fhir/R4/bundle.html#searchset
 import type { R4Registry } from '../definitions/registry.js';
+import { fitPage } from '../storage/page-content.js';
+import type { ByteBudget, FittedPage, PagedContent } from '../storage/page-content.js';
 import type { BundleEntry, BundleLink } from '../fhir/bundle.js';
 import { bundleJson } from '../fhir/bundle.js';
 import type { FhirResponse } from '../fhir/response.js';
@@ -15,6 +17,7 @@ import type { SearchRequest } from './parse.js';
 import type { Plan } from './plan.js';
 import { bindInclude } from './sql/compile.js';
 import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
+import { sql } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 
 /** Most resources a page adds through _include/_revinclude (beyond that: a warning, not an error). */
@@ -22,13 +25,16 @@ export const MAX_INCLUDED = 1000;
 /** Rounds of `:iterate` (beyond that: a warning). */
 export const MAX_INCLUDE_ITERATIONS = 4;
 
-export interface Row {
+/** A row of a page or include statement: its content is left out when large (page-content.ts). */
+export interface Row extends PagedContent {
   pk: number;
   id: string;
   type: string;
-  content: string;
   [key: string]: unknown;
 }
+
+/** A row whose content is there (fitPage fetched what the statement left out). */
+type FullRow = Row & { content: string };
 
 export interface ExecuteContext {
   readonly run: StatementRunner;
@@ -39,6 +45,8 @@ export interface ExecuteContext {
   readonly secret: string;
   /** Path of the search, relative to the base: `Patient`, or '' for a system search. */
   readonly path: string;
+  /** The most bytes of stored resources one page carries, matches and includes (AMBIENT_MAX_PAGE_BYTES). */
+  readonly maxPageBytes: number;
 }
 
 /** What a cursor is bound to: the search it pages through. */
@@ -93,13 +101,17 @@ export async function executeSearch(
   }
 
   const count = request.count;
-  let rows: Row[] = [];
+  const found: Row[] = [];
   for (const statement of compiled.page) {
-    rows.push(...(await run(statement)));
-    if (rows.length > count) break;
+    found.push(...(await run(statement)));
+    if (found.length > count) break;
   }
-  const more = rows.length > count;
-  rows = rows.slice(0, count);
+  // The page ends early where its bytes run out (the first match always comes, so paging moves on).
+  const budget: ByteBudget = { remaining: ctx.maxPageBytes };
+  const fetch = (row: Row) => contentOf(run, row.pk);
+  const fitted = await fitPage(found.slice(0, count), budget, fetch, true);
+  const rows = fitted.rows as FullRow[];
+  const more = found.length > count || fitted.cut;
   if (cursor?.backwards) rows.reverse();
 
   // Links: keyset positions of the first and last rows of this page.
@@ -135,7 +147,7 @@ export async function executeSearch(
     });
   }
 
-  const included = await includes(run, compiled.includes, rows, issues);
+  const included = await includes(run, compiled.includes, rows, issues, budget);
 
   let total: number | undefined;
   if (compiled.count) {
@@ -149,7 +161,7 @@ export async function executeSearch(
   }
 
   const shape = subsetter(ctx.registry, request.summary, request.elements);
-  const entry = (row: Row, mode: 'match' | 'include'): BundleEntry => ({
+  const entry = (row: FullRow, mode: 'match' | 'include'): BundleEntry => ({
     fullUrl: `${ctx.baseUrl}/${row.type}/${row.id}`,
     resourceText: shape ? shape(row.content, row.type) : row.content,
     search: { mode },
@@ -180,21 +192,28 @@ async function estimate(
   return compiled.kind === 'capped' && n > compiled.cap ? undefined : n;
 }
 
+/** The current content of resource `pk`, for a row whose page statement left it out; undefined once deleted. */
+async function contentOf(run: (statement: Sql) => Promise<Row[]>, pk: number): Promise<string | undefined> {
+  const [row] = await run(sql`SELECT content FROM resource WHERE pk = ${pk} AND deleted = 0`);
+  return row?.content ?? undefined;
+}
+
 /**
  * _include / _revinclude for the page's matches (and, with :iterate, for what they bring in), one
- * query per directive and round, at most MAX_INCLUDED resources; matches never count against the cap
- * and are never dropped to make room (a page's matches are exactly `_count`).
+ * query per directive and round, at most MAX_INCLUDED resources and what is left of the page's byte
+ * budget; matches never count against either and are never dropped to make room.
  */
 async function includes(
   run: (statement: Sql) => Promise<Row[]>,
   directives: readonly CompiledInclude[],
-  matches: readonly Row[],
+  matches: readonly FullRow[],
   issues: { severity: string; code: string; diagnostics: string }[],
-): Promise<Row[]> {
+  budget: ByteBudget,
+): Promise<FullRow[]> {
   if (directives.length === 0 || matches.length === 0) return [];
   const seen = new Set(matches.map((r) => r.pk));
-  const out: Row[] = [];
-  let frontier: readonly Row[] = matches;
+  const out: FullRow[] = [];
+  let frontier: readonly FullRow[] = matches;
   for (let round = 0; frontier.length > 0; round++) {
     const active = directives.filter((d) => round === 0 || d.iterate);
     if (active.length === 0) break;
@@ -206,29 +225,55 @@ async function includes(
       });
       break;
     }
-    const added: Row[] = [];
+    const added: FullRow[] = [];
     for (const include of active) {
       const keys = frontierKeys(include, frontier);
       if (keys.length === 0) continue;
       const rows = await run(bindInclude(include, keys, MAX_INCLUDED - out.length - added.length + 1));
+      const fresh: Row[] = [];
       for (const row of rows) {
         if (seen.has(row.pk)) continue;
-        if (out.length + added.length >= MAX_INCLUDED) {
-          issues.push({
-            severity: 'warning',
-            code: 'too-costly',
-            diagnostics: `Included resources were capped at ${MAX_INCLUDED} for this page; use a smaller _count to get them all`,
-          });
+        if (out.length + added.length + fresh.length >= MAX_INCLUDED) {
+          const fitted = await fitIncluded(run, fresh, budget, issues);
+          added.push(...fitted.rows);
+          if (!fitted.cut)
+            issues.push({
+              severity: 'warning',
+              code: 'too-costly',
+              diagnostics: `Included resources were capped at ${MAX_INCLUDED} for this page; use a smaller _count to get them all`,
+            });
           return [...out, ...added];
         }
         seen.add(row.pk);
-        added.push(row);
+        fresh.push(row);
       }
+      const fitted = await fitIncluded(run, fresh, budget, issues);
+      added.push(...fitted.rows);
+      if (fitted.cut) return [...out, ...added];
     }
     out.push(...added);
     frontier = added;
   }
   return out;
+}
+
+/** The included rows that fit in the page's byte budget (a warning when some do not). */
+async function fitIncluded(
+  run: (statement: Sql) => Promise<Row[]>,
+  rows: readonly Row[],
+  budget: ByteBudget,
+  issues: { severity: string; code: string; diagnostics: string }[],
+): Promise<FittedPage<FullRow>> {
+  const fitted = (await fitPage(rows, budget, (row) => contentOf(run, row.pk), false)) as FittedPage<FullRow>;
+  if (fitted.cut) {
+    issues.push({
+      severity: 'warning',
+      code: 'too-costly',
+      diagnostics:
+        'Included resources were cut where this page reached its limit of bytes (AMBIENT_MAX_PAGE_BYTES); use a smaller _count to get them all',
+    });
+  }
+  return fitted;
 }
 
 /** The frontier rows a directive follows: pks of its source types, or (type, id) of its target types. */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
+import { fitPage, pageContentColumns } from './page-content.js';
 import { checkReferentialIntegrity } from './referential-integrity.js';
 import { SerializationError, UniqueViolationError } from './sql/database.js';
 import type { ReadAfter, SqlDatabase, SqlExecutor, SqlValue } from './sql/database.js';
@@ -35,6 +36,8 @@ interface HistoryRow {
   last_updated: number;
   operation: WriteOperation;
   content: string | null;
+  /** In a history page: the content's length, the content itself left out when large (page-content.ts). */
+  content_bytes?: number | null;
 }
 
 const MAX_ATTEMPTS = 5;
@@ -261,16 +264,25 @@ export class SqlResourceStore implements ResourceStore {
       params.push(query.after.lastUpdated, query.after.lastUpdated, query.after.seq);
     }
     const rows = await read<HistoryRow>(
-      `SELECT seq, type, id, version, last_updated, operation, content FROM resource_history
+      `SELECT seq, type, id, version, last_updated, operation, ${pageContentColumns('h')} FROM resource_history h
         ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
         ORDER BY last_updated DESC, seq DESC LIMIT ?`,
       [...params, query.count + 1],
     );
-    const page = rows.slice(0, query.count);
-    const last = page[page.length - 1];
+    // Versions never change: one the page statement left out is always there to fetch.
+    const fetch = async (row: HistoryRow) => {
+      const [version] = await read<{ content: string }>('SELECT content FROM resource_history WHERE seq = ?', [
+        row.seq,
+      ]);
+      return version?.content;
+    };
+    const budget = { remaining: query.maxBytes ?? Number.POSITIVE_INFINITY };
+    const page = await fitPage(rows.slice(0, query.count), budget, fetch, true);
+    const last = page.rows[page.rows.length - 1];
     return {
-      versions: page.map(toVersion),
-      next: rows.length > query.count && last ? { lastUpdated: last.last_updated, seq: last.seq } : undefined,
+      versions: page.rows.map(toVersion),
+      next:
+        (rows.length > query.count || page.cut) && last ? { lastUpdated: last.last_updated, seq: last.seq } : undefined,
     };
   }
 

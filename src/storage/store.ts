@@ -46,6 +46,8 @@ export interface HistoryQuery {
   readonly count: number;
   /** Continue strictly after (older than) this position. */
   readonly after?: HistoryCursor;
+  /** The most bytes of stored resources the page carries (at least one version); none: no limit. */
+  readonly maxBytes?: number;
   /** A replica may answer once it has replayed this (ReplicaReads). */
   readonly readAfter?: ReadAfter;
 }

@@ -6,7 +6,7 @@ import type { BundleEntry } from '../bundle.js';
 import { parseEntryRequest } from '../bundle-entry-request.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
-import { errorEntry, performEntry, responseEntry } from './bundle-entry.js';
+import { errorEntry, performEntry, responseEntry, ResponseBytes } from './bundle-entry.js';
 import type { BundleOptions } from './bundle-entry.js';
 import type { InputEntry } from './bundle-input.js';
 
@@ -18,12 +18,16 @@ export async function batchInteraction(
   const accessed: string[] = [];
   const responses: BundleEntry[] = [];
   const isType = (name: string) => request.services.types.isResourceType(name);
+  const bytes = new ResponseBytes(request.services.config.maxPageBytes);
   for (const input of entries) {
     try {
+      bytes.assertRoom();
       const action = parseEntryRequest(input?.request, request.services.baseUrl, isType);
       const response = await performEntry(request, { action, resource: input.resource as Record<string, unknown> });
       accessed.push(...(response.accessed ?? []));
-      responses.push(responseEntry(request, response, options));
+      const entry = responseEntry(request, response, options);
+      bytes.add(entry);
+      responses.push(entry);
     } catch (error) {
       if (!(error instanceof AppError)) throw error;
       responses.push(errorEntry(error));

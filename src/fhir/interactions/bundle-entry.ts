@@ -123,6 +123,32 @@ export function responseEntry(request: FhirRequest, response: FhirResponse, opti
   };
 }
 
+/**
+ * The bytes of resources a batch or transaction response holds so far. Each search in it is bounded
+ * by AMBIENT_MAX_PAGE_BYTES, and so is the whole: once the response holds more, no further entry runs
+ * (a batch answers each with 422, a transaction fails), so a Bundle of many large reads or searches
+ * cannot build a response of gigabytes.
+ */
+export class ResponseBytes {
+  private bytes = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** Before an entry runs: 422 once the response is full. */
+  assertRoom(): void {
+    if (this.bytes > this.max) {
+      throw new AppError(
+        'response-too-large',
+        `The response already holds more than ${this.max} bytes of resources (AMBIENT_MAX_PAGE_BYTES); this entry was not performed: send it in another request`,
+      );
+    }
+  }
+
+  add(entry: BundleEntry): void {
+    this.bytes += entry.resourceText?.length ?? 0;
+  }
+}
+
 /** The response entry of a failed batch entry: its status and OperationOutcome. */
 export function errorEntry(error: AppError): BundleEntry {
   return {

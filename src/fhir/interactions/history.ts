@@ -66,7 +66,8 @@ export async function historyInteraction(
   const count = parseCount(params._count);
   const since = params._since ? parseInstantParameter('_since', params._since) : undefined;
   const after = params._cursor ? decodeCursor(params._cursor) : undefined;
-  const page = await request.services.store.history({ type, id, since, count, after, readAfter });
+  const maxBytes = request.services.config.maxPageBytes;
+  const page = await request.services.store.history({ type, id, since, count, after, readAfter, maxBytes });
 
   const path = [request.services.baseUrl, type, id, '_history'].filter(Boolean).join('/');
   const linkFor = (cursor?: HistoryCursor): string => {

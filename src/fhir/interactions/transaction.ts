@@ -11,7 +11,7 @@ import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 import type { SqlExecutor } from '../../storage/sql/database.js';
 import { batchInteraction } from './batch.js';
-import { performEntry, responseEntry } from './bundle-entry.js';
+import { performEntry, responseEntry, ResponseBytes } from './bundle-entry.js';
 import type { BundleOptions } from './bundle-entry.js';
 import { atEntry, entryLabel, readEntries } from './bundle-input.js';
 import type { InputEntry } from './bundle-input.js';
@@ -143,12 +143,16 @@ async function performReads(
   options: BundleOptions,
   label: (index: number) => string,
 ): Promise<void> {
+  // The writes' answers hold what the request sent; the reads' are bounded together.
+  const bytes = new ResponseBytes(request.services.config.maxPageBytes);
   for (const entry of planned) {
     if (processingRank(entry.action) < READS) continue;
     try {
+      bytes.assertRoom();
       const response = await performEntry(request, entry, tx);
       answers.accessed.push(...(response.accessed ?? []));
       answers.entries[entry.index] = responseEntry(request, response, options);
+      bytes.add(answers.entries[entry.index]);
     } catch (error) {
       throw atEntry(error, label(entry.index));
     }

@@ -12,9 +12,14 @@
 // PostgreSQL plans both forms as semi-joins from its statistics anyway; SQLite follows the form.
 // Chains join idx_reference to resource on (type, id); `_has` the other way round.
 import type { SqlValue } from '../../storage/sql/database.js';
+import { pageContentColumns } from '../../storage/page-content.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
 import type { Plan, PlannedCriterion, PlannedInclude, PlannedSort } from '../plan.js';
 import { and, join, list, or, raw, Sql, sql, withAlias } from './fragment.js';
+
+// Page and include statements select a resource's content only when it is small (page-content.ts).
+const R0_CONTENT = pageContentColumns('r0');
+const R_CONTENT = pageContentColumns('r');
 
 export const DRIVER_THRESHOLD = 2;
 /**
@@ -305,7 +310,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   if (plan.sort.length === 0) {
     const keyset = page.position ? keysetCondition([], page.position, raw('r0.pk'), backwards) : raw('1=1');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, r0.content FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${raw(R0_CONTENT)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
     ];
   }
   if (plan.sort.every((s) => s.kind === 'column')) {
@@ -317,7 +322,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
     ];
     const values = keys.map((k, i) => `${k.expr.text} AS s${i}`).join(', ');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, r0.content, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${raw(R0_CONTENT)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
     ];
   }
   const only = plan.sort[0];
@@ -336,7 +341,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   ].join(', ');
   const sortValues = keys.map((k) => k.expr.text).join(', ');
   return [
-    sql`${prefix}SELECT r.pk, r.id, r.type, r.content, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
+    sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(R_CONTENT)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
   ];
 }
 
@@ -369,10 +374,10 @@ function streamedSort(d: Dialect, plan: Plan, s: Extract<PlannedSort, { kind: 'i
   const valued = (keyset: Sql): Sql => {
     const order = `${s.column.text} ${direction(s.descending !== backwards)}, t.pk ${direction(backwards)}`;
     const inner = sql`SELECT t.pk AS pk, ${s.column} AS s0 FROM ${raw(s.table)} t JOIN resource r0 ON r0.pk = t.pk WHERE ${spCondition('t', s.sps)}${filter('t')} AND ${keyset} AND ${holder} AND ${filterR0} ORDER BY ${raw(order)} LIMIT ${page.limit}`;
-    return sql`${prefix}SELECT r.pk, r.id, r.type, r.content, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
+    return sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(R_CONTENT)}, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
   };
   const missing = (keyset: Sql): Sql =>
-    sql`${prefix}SELECT r0.pk, r0.id, r0.type, r0.content, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${page.limit}`;
+    sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${raw(R0_CONTENT)}, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${page.limit}`;
   const valueKeyset = (): Sql =>
     position && !inNullPhase
       ? keysetCondition([{ expr: s.column, descending: s.descending }], position, raw('t.pk'), backwards, false)
@@ -467,7 +472,7 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude): Compi
         : 'any';
   }
   const types = directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
-  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, r.content FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
+  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(R_CONTENT)} FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
   return {
     reverse: directive.reverse,
     iterate: directive.iterate,

@@ -1,0 +1,70 @@
+// Pages of resources are bounded by their bytes as well as by their count: `_count` goes up to 1,000
+// and a resource up to AMBIENT_MAX_BODY_BYTES, so a page read whole could need gigabytes. A page
+// statement selects each row's content only when it is small (and its length always: both databases
+// read it from the value's header without loading the value); the reader then fetches the large ones
+// one at a time while the page's byte budget allows, and ends the page early where it does not (the
+// keyset cursors continue after the last row returned, so an early end costs nothing).
+
+/** Content larger than this comes out of a page statement as NULL, to be fetched on its own. */
+export const INLINE_CONTENT_BYTES = 64 * 1024;
+
+/**
+ * The content columns of a page statement for table alias `alias`: `content` (NULL when larger than
+ * INLINE_CONTENT_BYTES) and `content_bytes` (its length in bytes; NULL when there is no content).
+ */
+export function pageContentColumns(alias: string): string {
+  const column = `${alias}.content`;
+  return `CASE WHEN octet_length(${column}) <= ${INLINE_CONTENT_BYTES} THEN ${column} END AS content, octet_length(${column}) AS content_bytes`;
+}
+
+/** A row of a page statement, as pageContentColumns selects its content. */
+export interface PagedContent {
+  content: string | null;
+  readonly content_bytes?: number | string | null;
+}
+
+/** Whether the page statement left the row's content out (too large to come inline). */
+export function contentLeftOut(row: PagedContent): boolean {
+  return row.content === null && row.content_bytes !== null && row.content_bytes !== undefined;
+}
+
+/** What is left of a page's byte budget; the page's statements spend it in turn (matches, then includes). */
+export interface ByteBudget {
+  remaining: number;
+}
+
+export interface FittedPage<R> {
+  /** The leading rows that fit, each with its content. */
+  readonly rows: R[];
+  /** Whether rows were left out because the budget ran out. */
+  readonly cut: boolean;
+}
+
+/**
+ * The leading rows of `rows` whose contents fit in `budget` (spent by what is taken), with the contents
+ * the page statement left out fetched by `fetch`, one at a time and only for rows that fit. With
+ * `atLeastOne`, the first row comes whatever its size, so that paging always moves on. A row `fetch`
+ * no longer finds (deleted since the page statement) is dropped.
+ */
+export async function fitPage<R extends PagedContent>(
+  rows: readonly R[],
+  budget: ByteBudget,
+  fetch: (row: R) => Promise<string | undefined>,
+  atLeastOne: boolean,
+): Promise<FittedPage<R>> {
+  const out: R[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i];
+    const bytes = Number(row.content_bytes ?? 0);
+    const first = atLeastOne && out.length === 0;
+    if (bytes > budget.remaining && !first) return { rows: out, cut: true };
+    if (contentLeftOut(row)) {
+      const content = await fetch(row);
+      if (content === undefined) continue;
+      row.content = content;
+    }
+    budget.remaining -= bytes;
+    out.push(row);
+  }
+  return { rows: out, cut: false };
+}

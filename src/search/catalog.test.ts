@@ -92,6 +92,45 @@ describe('search parameter catalog', () => {
     ]);
   });
 
+  it("writes a composite's rows only for the elements that have every component", () => {
+    const sink = catalog.extract({
+      resourceType: 'Observation',
+      status: 'final',
+      code: { coding: [{ system: 'http://loinc.org', code: '8302-2' }] },
+      valueQuantity: { value: 180, unit: 'cm', system: 'http://unitsofmeasure.org', code: 'cm' },
+      component: [
+        { code: { coding: [{ system: 'http://loinc.org', code: '8480-6' }] }, valueQuantity: { value: 120 } },
+        { code: { coding: [{ system: 'http://loinc.org', code: '8462-4' }] } },
+      ],
+    });
+    const composites = [...catalog.forType('Observation').params.values()].filter((p) => p.kind === 'composite');
+    const written = new Map<string, number>();
+    for (const rows of sink.rows.values()) {
+      for (const row of rows) {
+        for (const param of composites) {
+          param.components!.forEach((component, i) => {
+            if (component.sp !== row[0]) return;
+            const key = `${param.code}$${i} grp ${row[1]}`;
+            written.set(key, (written.get(key) ?? 0) + 1);
+          });
+        }
+      }
+    }
+    // code-value-quantity and combo-code-value-quantity for the value (in UCUM: as written and canonical);
+    // component-code-value-quantity for the first component only (the second has no value); nothing for
+    // -concept, -date or -string.
+    expect(Object.fromEntries(written)).toEqual({
+      'code-value-quantity$0 grp 1': 1,
+      'code-value-quantity$1 grp 1': 2,
+      'combo-code-value-quantity$0 grp 1': 1,
+      'combo-code-value-quantity$1 grp 1': 2,
+      'combo-code-value-quantity$0 grp 2': 1,
+      'combo-code-value-quantity$1 grp 2': 1,
+      'component-code-value-quantity$0 grp 1': 1,
+      'component-code-value-quantity$1 grp 1': 1,
+    });
+  });
+
   it('refuses a resource over its row limit at the row that crosses it, naming the parameter', () => {
     const patient = {
       resourceType: 'Patient',

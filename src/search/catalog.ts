@@ -300,11 +300,14 @@ function extractParam(param: CatalogParam, nodes: readonly Node[], ctx: ExtractC
     return;
   }
   const evalCtx = { root };
+  const components = param.components!;
   nodes.forEach((node, i) => {
-    for (const component of param.components!) {
-      const values = component.path.evaluate([node], evalCtx);
-      component.handler.extract(values, component, i + 1, ctx);
-    }
+    const values = components.map((component) => component.path.evaluate([node], evalCtx));
+    // The components match only together, joined on the element's grp (also for :missing): an element
+    // without a value for one of them can never match, so its rows are not written. (Observation's
+    // code-value-concept, -date, -quantity and -string each wrote every code again: a tenth of the rows.)
+    if (values.some((v) => v.length === 0)) return;
+    components.forEach((component, c) => component.handler.extract(values[c], component, i + 1, ctx));
   });
 }
 

@@ -122,7 +122,13 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   await auth.registerRoutes(app);
   await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
-  await app.register(exportRoutes, { services, definitions, authenticator: auth.authenticator, db });
+  await app.register(exportRoutes, {
+    services,
+    definitions,
+    catalog: services.search.catalog,
+    authenticator: auth.authenticator,
+    db,
+  });
   await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 
   app.setNotFoundHandler((request, reply) => {

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { createSearchEngine } from '../search/engine.js';
-import type { SearchEngineOptions } from '../search/engine.js';
+import type { AmbientSearchEngine, SearchEngineOptions } from '../search/engine.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { LinkWriter } from '../storage/link-writer.js';
 import { SqlResourceStore } from '../storage/sql-resource-store.js';
@@ -15,7 +15,7 @@ export function createFhirServices(
   db: SqlDatabase,
   definitions: R4Registry,
   searchOptions?: SearchEngineOptions,
-): FhirServices {
+): FhirServices & { readonly search: AmbientSearchEngine } {
   const search = createSearchEngine(db, definitions, config, searchOptions);
   return {
     config,

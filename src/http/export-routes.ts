@@ -13,13 +13,15 @@ import { ExportRunner } from '../export/runner.js';
 import { ExportService, RETRY_AFTER_SECONDS } from '../export/service.js';
 import type { ExportLevel } from '../export/selection.js';
 import type { FhirServices } from '../fhir/services.js';
-import { createSearchCatalog } from '../search/engine.js';
+import type { SearchCatalog } from '../search/catalog.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { assertJsonFormat, FHIR_JSON } from './fhir-reply.js';
 
 export interface ExportRoutesOptions {
   readonly services: FhirServices;
   readonly definitions: R4Registry;
+  /** The search engine's: one compiled catalog in the process (a second one was ~MBs of heap at export time). */
+  readonly catalog: SearchCatalog;
   readonly authenticator: Authenticator;
   readonly db: SqlDatabase;
 }
@@ -30,7 +32,7 @@ export const STATUS_PATH = '/fhir/_export';
 export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOptions): Promise<void> {
   const { services, db } = options;
   const settings = services.config.export;
-  const catalog = createSearchCatalog(options.definitions, services.baseUrl);
+  const catalog = options.catalog;
   const compartment = patientCompartmentParams(options.definitions);
   const jobs = new ExportJobs(db);
   const exports = new ExportService(services, db, jobs, catalog, compartment);

@@ -12,8 +12,8 @@ import { and, or, raw, sql } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
 
 /**
- * Rows of one page: with the large contents left out of the page statement (page-content.ts) and read one
- * at a time, a page holds at most a few MiB.
+ * Rows of one page: with the contents over 64 KiB left out of the page statement (page-content.ts) and
+ * read one at a time, a page holds at most 250 × 64 KiB = 16 MiB.
  */
 export const PAGE_ROWS = 250;
 

@@ -2,6 +2,7 @@
 // the stored JSON text of each resource (never parsed on the way out unless _summary/_elements ask).
 // https://hl7.org/fhir/R4/search.html, https://hl7.org/fhir/R4/bundle.html#searchset
 import type { R4Registry } from '../definitions/registry.js';
+import { AppError } from '../errors.js';
 import { fitPage } from '../storage/page-content.js';
 import type { ByteBudget, FittedPage, PagedContent } from '../storage/page-content.js';
 import type { BundleEntry, BundleLink } from '../fhir/bundle.js';
@@ -108,8 +109,14 @@ export async function executeSearch(
   }
   // The page ends early where its bytes run out (the first match always comes, so paging moves on).
   const budget: ByteBudget = { remaining: ctx.maxPageBytes };
-  const fetch = (row: Row) => contentOf(run, row.pk);
+  const fetch = (row: Row) => contentOf(run, row);
   const fitted = await fitPage(found.slice(0, count), budget, fetch, true);
+  if (fitted.rows.length === 0 && found.length > 0) {
+    throw new AppError(
+      'database-unavailable',
+      'A read replica has not yet replayed a resource of this page; retry the search shortly',
+    );
+  }
   const rows = fitted.rows as FullRow[];
   const more = found.length > count || fitted.cut;
   if (cursor?.backwards) rows.reverse();
@@ -192,10 +199,16 @@ async function estimate(
   return compiled.kind === 'capped' && n > compiled.cap ? undefined : n;
 }
 
-/** The current content of resource `pk`, for a row whose page statement left it out; undefined once deleted. */
-async function contentOf(run: (statement: Sql) => Promise<Row[]>, pk: number): Promise<string | undefined> {
-  const [row] = await run(sql`SELECT content FROM resource WHERE pk = ${pk} AND deleted = 0`);
-  return row?.content ?? undefined;
+/**
+ * The content the page statement left out of `row`: its version's, from the history (which never
+ * changes, so it is the very content matched and as long as counted); undefined if this read's replica
+ * has not replayed it yet.
+ */
+async function contentOf(run: (statement: Sql) => Promise<Row[]>, row: Row): Promise<string | undefined> {
+  const [version] = await run(
+    sql`SELECT content FROM resource_history WHERE pk = ${row.pk} AND version = ${Number(row.content_version)}`,
+  );
+  return version?.content ?? undefined;
 }
 
 /**
@@ -264,7 +277,7 @@ async function fitIncluded(
   budget: ByteBudget,
   issues: { severity: string; code: string; diagnostics: string }[],
 ): Promise<FittedPage<FullRow>> {
-  const fitted = (await fitPage(rows, budget, (row) => contentOf(run, row.pk), false)) as FittedPage<FullRow>;
+  const fitted = (await fitPage(rows, budget, (row) => contentOf(run, row), false)) as FittedPage<FullRow>;
   if (fitted.cut) {
     issues.push({
       severity: 'warning',

@@ -17,9 +17,9 @@ function fetcher(gone: readonly number[] = []) {
 }
 
 describe('pageContentColumns', () => {
-  it('selects the content only up to INLINE_CONTENT_BYTES, and its length always', () => {
+  it('selects the content only up to INLINE_CONTENT_BYTES, and its length and version always', () => {
     expect(pageContentColumns('r0')).toBe(
-      `CASE WHEN octet_length(r0.content) <= ${INLINE_CONTENT_BYTES} THEN r0.content END AS content, octet_length(r0.content) AS content_bytes`,
+      `CASE WHEN octet_length(r0.content) <= ${INLINE_CONTENT_BYTES} THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version`,
     );
   });
 
@@ -64,11 +64,13 @@ describe('fitPage', () => {
     expect(asked).toEqual([]);
   });
 
-  it('drops a row deleted since the page statement, and the next one is the first', async () => {
-    const { fetch } = fetcher([1]);
-    const page = await fitPage([large(1, 500), large(2, 400), inline(3, 1)], { remaining: 100 }, fetch, true);
-    expect(page.rows.map((r) => r.pk)).toEqual([2]);
+  it('ends the page before a content it cannot read (a replica behind), even the first', async () => {
+    const { fetch } = fetcher([2]);
+    const page = await fitPage([inline(1, 10), large(2, 20), inline(3, 1)], { remaining: 100 }, fetch, true);
+    expect(page.rows.map((r) => r.pk)).toEqual([1]);
     expect(page.cut).toBe(true);
+    const none = await fitPage([large(2, 20), inline(3, 1)], { remaining: 100 }, fetch, true);
+    expect(none).toEqual({ rows: [], cut: true });
   });
 
   it('keeps every row when the budget allows, rows without content costing nothing', async () => {

@@ -1,26 +1,30 @@
 // Pages of resources are bounded by their bytes as well as by their count: `_count` goes up to 1,000
 // and a resource up to AMBIENT_MAX_BODY_BYTES, so a page read whole could need gigabytes. A page
-// statement selects each row's content only when it is small (and its length always: both databases
-// read it from the value's header without loading the value); the reader then fetches the large ones
-// one at a time while the page's byte budget allows, and ends the page early where it does not (the
-// keyset cursors continue after the last row returned, so an early end costs nothing).
+// statement selects each row's content only when it is small (and its length and version always: both
+// databases read the length from the value's header without loading the value); the reader then
+// fetches the large ones one at a time, as the version the statement saw (history rows never change, so
+// the length counted is the length fetched), while the page's byte budget allows, and ends the page
+// early where it does not (the keyset cursors continue after the last row returned, so an early end
+// costs nothing). A page statement itself holds at most its row limit × INLINE_CONTENT_BYTES.
 
 /** Content larger than this comes out of a page statement as NULL, to be fetched on its own. */
 export const INLINE_CONTENT_BYTES = 64 * 1024;
 
 /**
- * The content columns of a page statement for table alias `alias`: `content` (NULL when larger than
- * INLINE_CONTENT_BYTES) and `content_bytes` (its length in bytes; NULL when there is no content).
+ * The content columns of a page statement for table alias `alias` (`resource` or `resource_history`):
+ * `content` (NULL when larger than INLINE_CONTENT_BYTES), `content_bytes` (its length in bytes; NULL
+ * when there is no content) and `content_version` (the version it is the content of).
  */
 export function pageContentColumns(alias: string): string {
   const column = `${alias}.content`;
-  return `CASE WHEN octet_length(${column}) <= ${INLINE_CONTENT_BYTES} THEN ${column} END AS content, octet_length(${column}) AS content_bytes`;
+  return `CASE WHEN octet_length(${column}) <= ${INLINE_CONTENT_BYTES} THEN ${column} END AS content, octet_length(${column}) AS content_bytes, ${alias}.version AS content_version`;
 }
 
 /** A row of a page statement, as pageContentColumns selects its content. */
 export interface PagedContent {
   content: string | null;
   readonly content_bytes?: number | string | null;
+  readonly content_version?: number | string;
 }
 
 /** Whether the page statement left the row's content out (too large to come inline). */
@@ -42,9 +46,10 @@ export interface FittedPage<R> {
 
 /**
  * The leading rows of `rows` whose contents fit in `budget` (spent by what is taken), with the contents
- * the page statement left out fetched by `fetch`, one at a time and only for rows that fit. With
- * `atLeastOne`, the first row comes whatever its size, so that paging always moves on. A row `fetch`
- * no longer finds (deleted since the page statement) is dropped.
+ * the page statement left out fetched by `fetch` (the row's version, whose length the statement gave),
+ * one at a time and only for rows that fit. With `atLeastOne`, the first row comes whatever its size, so
+ * that paging always moves on. Where `fetch` cannot read a content (a read replica behind the one that
+ * answered the page statement), the page ends before that row: the next page starts with it.
  */
 export async function fitPage<R extends PagedContent>(
   rows: readonly R[],
@@ -60,7 +65,7 @@ export async function fitPage<R extends PagedContent>(
     if (bytes > budget.remaining && !first) return { rows: out, cut: true };
     if (contentLeftOut(row)) {
       const content = await fetch(row);
-      if (content === undefined) continue;
+      if (content === undefined) return { rows: out, cut: true };
       row.content = content;
     }
     budget.remaining -= bytes;

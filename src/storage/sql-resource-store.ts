@@ -269,12 +269,12 @@ export class SqlResourceStore implements ResourceStore {
         ORDER BY last_updated DESC, seq DESC LIMIT ?`,
       [...params, query.count + 1],
     );
-    // Versions never change: one the page statement left out is always there to fetch.
+    // Versions never change: one the page statement left out is there to fetch, on the primary if this
+    // read's replica has not replayed it yet.
     const fetch = async (row: HistoryRow) => {
-      const [version] = await read<{ content: string }>('SELECT content FROM resource_history WHERE seq = ?', [
-        row.seq,
-      ]);
-      return version?.content;
+      const statement = 'SELECT content FROM resource_history WHERE seq = ?';
+      const [version] = await read<{ content: string }>(statement, [row.seq]);
+      return version?.content ?? (await this.db.query<{ content: string }>(statement, [row.seq]))[0]?.content;
     };
     const budget = { remaining: query.maxBytes ?? Number.POSITIVE_INFINITY };
     const page = await fitPage(rows.slice(0, query.count), budget, fetch, true);

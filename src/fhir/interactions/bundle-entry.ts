@@ -124,10 +124,11 @@ export function responseEntry(request: FhirRequest, response: FhirResponse, opti
 }
 
 /**
- * The bytes of resources a batch or transaction response holds so far. Each search in it is bounded
- * by AMBIENT_MAX_PAGE_BYTES, and so is the whole: once the response holds more, no further entry runs
- * (a batch answers each with 422, a transaction fails), so a Bundle of many large reads or searches
- * cannot build a response of gigabytes.
+ * The bytes of resources a batch's response (a transaction's reads') holds so far. Each search in it is
+ * bounded by AMBIENT_MAX_PAGE_BYTES, and so is the whole: once the response holds more, no further entry
+ * runs (a batch answers each with 422, a transaction fails), so a Bundle of many large reads or searches
+ * cannot build a response of gigabytes (at most about twice the limit: the last entry let in may bring
+ * a page of its own).
  */
 export class ResponseBytes {
   private bytes = 0;
@@ -145,7 +146,7 @@ export class ResponseBytes {
   }
 
   add(entry: BundleEntry): void {
-    this.bytes += entry.resourceText?.length ?? 0;
+    if (entry.resourceText) this.bytes += Buffer.byteLength(entry.resourceText);
   }
 }
 

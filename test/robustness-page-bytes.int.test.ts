@@ -52,6 +52,13 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
     identifier: [{ system: 'urn:test:page-bytes', value: run }],
     extension: [{ url: 'http://example.org/filler', valueString: 'x'.repeat(filler) }],
   });
+  const postBundle = (bundle: Record<string, unknown>) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/fhir',
+      headers: { ...auth, 'content-type': 'application/fhir+json' },
+      payload: JSON.stringify(bundle),
+    });
   /** Every page from `url` on, following `relation`. */
   const walk = async (url: string, relation = 'next'): Promise<Bundle[]> => {
     const pages: Bundle[] = [];
@@ -175,12 +182,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
       type: 'batch',
       entry: large.slice(0, 5).map((id) => ({ request: { method: 'GET', url: `Patient/${id}` } })),
     };
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(bundle),
-    });
+    const res = await postBundle(bundle);
     expect(res.statusCode, res.body).toBe(200);
     const entries = (
       res.json() as { entry: { response: { status: string; outcome?: { issue: { code: string }[] } } }[] }
@@ -211,12 +213,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
     };
     const search = `/fhir/Patient?identifier=urn:test:page-bytes|${run}&_count=100`;
     const before = (await walk(search)).map(matchIds).flat();
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(bundle),
-    });
+    const res = await postBundle(bundle);
     expect(res.statusCode, res.body).toBe(422);
     expect(res.json().issue[0].diagnostics).toContain('AMBIENT_MAX_PAGE_BYTES');
     // Nothing stored: the search finds the test's patients only.

@@ -76,6 +76,12 @@ const SHAPES: readonly [string, ExportSpec, string, readonly string[]][] = [
     ['resource_type_pk (type=? AND pk>?)', 'idx_reference_pk (pk=?)'],
   ],
   [
+    "a small Group's members' compartments (read from the members)",
+    { level: 'group', groupPk: 1, groupMembers: 2, types: ['Observation'], typeFilters: [] },
+    'Observation',
+    ['idx_reference_value (sp=? AND target_id=?'],
+  ],
+  [
     '_typeFilter',
     {
       level: 'system',

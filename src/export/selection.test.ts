@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spId } from '../search/catalog.js';
 import { postgresDialect, sqliteDialect } from '../storage/sql/dialect.js';
-import { filterCondition, levelCondition } from './selection.js';
+import { filterCondition, GROUP_DRIVE_LIMIT, levelCondition } from './selection.js';
 import type { ExportSpec } from './selection.js';
 
 const spec = (level: ExportSpec['level']): ExportSpec => ({ level, groupPk: 7, types: [], typeFilters: [] });
@@ -32,6 +32,21 @@ describe('levelCondition', () => {
     const observations = levelCondition(sqliteDialect, spec('group'), 'Observation', [11])!;
     expect(observations.text).toContain('AND t.target_id IN (SELECT g.target_id FROM idx_reference g WHERE g.pk = ?');
     expect(levelCondition(sqliteDialect, spec('patient'), 'Organization', [])!.text).toBe('1=0');
+  });
+
+  it("reads a small Group's compartments from its members, a large one's by probing each row", () => {
+    const group = (groupMembers: number): ExportSpec => ({ ...spec('group'), groupMembers });
+    const driven = levelCondition(sqliteDialect, group(GROUP_DRIVE_LIMIT), 'Observation', [11, 12])!;
+    expect(driven.text).toBe(
+      'r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp IN (?, ?) AND t.target_type = ? AND t.target_id IN (SELECT g.target_id FROM idx_reference g WHERE g.pk = ? AND +g.sp = ? AND g.target_type = ?))',
+    );
+    expect(driven.params).toEqual([11, 12, 'Patient', 7, spId('Group', 'member'), 'Patient']);
+    const probed = levelCondition(sqliteDialect, group(GROUP_DRIVE_LIMIT + 1), 'Observation', [11])!;
+    expect(probed.text).toMatch(/^EXISTS \(SELECT 1 FROM idx_reference t WHERE t.pk = r0.pk /);
+    // A job stored before the count was kept walks, as it did.
+    expect(levelCondition(sqliteDialect, spec('group'), 'Observation', [11])!.text).toMatch(/^EXISTS /);
+    // The Patients themselves are the members either way.
+    expect(levelCondition(sqliteDialect, group(2), 'Patient', [])!.text).toMatch(/^r0.id IN /);
   });
 });
 

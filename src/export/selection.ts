@@ -28,6 +28,12 @@ export interface ExportSpec {
   readonly level: ExportLevel;
   /** The Group's pk (Group level). */
   readonly groupPk?: number;
+  /**
+   * How many Patients the Group named as members at kick-off (its `member` index rows, one per distinct
+   * Patient): a small Group's resources are found from its members (GROUP_DRIVE_LIMIT), a large one's
+   * by walking each type. Jobs stored without it walk.
+   */
+  readonly groupMembers?: number;
   /** The types to walk, in order, each readable by the account at kick-off. */
   readonly types: readonly string[];
   readonly since?: number;
@@ -48,11 +54,24 @@ export function compartmentSps(
 }
 
 /**
+ * A Group of at most this many members is exported from its members: each type's page reads the
+ * members' compartment rows from the reference index (sp, target_id) instead of walking the whole type
+ * and probing every resource, which costs the size of the database for a cohort of ten. Each page reads
+ * all of a type's member resources again (and sorts them), so a large Group walks instead.
+ */
+export const GROUP_DRIVE_LIMIT = 1000;
+
+/**
  * The Patient ids a Group names as members (its `member` index rows), read through (pk, sp): the sp term
  * is written so that no planner reads every Group's members by (sp, ...) instead (Dialect.probeColumn).
  */
 function groupMembers(dialect: Dialect, groupPk: number): Sql {
   return sql`SELECT g.target_id FROM idx_reference g WHERE g.pk = ${groupPk} AND ${raw(dialect.probeColumn('g.sp'))} = ${spId('Group', 'member')} AND g.target_type = ${'Patient'}`;
+}
+
+/** How many members Group `groupPk` has: its `member` index rows (ExportSpec.groupMembers). */
+export function groupMemberCount(groupPk: number): Sql {
+  return sql`SELECT COUNT(*) AS n FROM idx_reference g WHERE g.pk = ${groupPk} AND g.sp = ${spId('Group', 'member')} AND g.target_type = ${'Patient'}`;
 }
 
 /** The level's condition on `type`, or undefined when it selects every resource of the type. */
@@ -66,6 +85,9 @@ export function levelCondition(
   const members = spec.level === 'group' ? groupMembers(dialect, spec.groupPk ?? -1) : undefined;
   if (type === 'Patient') return members ? sql`r0.id IN (${members})` : undefined;
   if (sps.length === 0) return sql`1=0`;
+  if (members && spec.groupMembers !== undefined && spec.groupMembers <= GROUP_DRIVE_LIMIT) {
+    return sql`r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp IN ${list(sps)} AND t.target_type = ${'Patient'} AND t.target_id IN (${members}))`;
+  }
   const target = members ? sql` AND t.target_id IN (${members})` : sql``;
   return sql`EXISTS (SELECT 1 FROM idx_reference t WHERE t.pk = r0.pk AND ${raw(dialect.probeColumn('t.sp'))} IN ${list(sps)} AND t.target_type = ${'Patient'}${target}${raw(dialect.probeSuffix)})`;
 }

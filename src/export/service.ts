@@ -10,7 +10,7 @@ import type { SqlDatabase } from '../storage/sql/database.js';
 import type { ExportJobs, JobRecord } from './jobs.js';
 import { parseKickoff } from './kickoff.js';
 import type { Preferences } from './kickoff.js';
-import { planTypeFilter } from './selection.js';
+import { groupMemberCount, planTypeFilter } from './selection.js';
 import type { ExportLevel, ExportSpec } from './selection.js';
 
 /** How often a client should ask while a job runs (seconds). */
@@ -104,12 +104,20 @@ export class ExportService {
     }
     const spec: ExportSpec = {
       level: request.level,
-      ...(request.level === 'group' ? { groupPk: await this.groupPk(principal, request.groupId ?? '') } : {}),
+      ...(request.level === 'group' ? await this.group(principal, request.groupId ?? '') : {}),
       types: exported,
       ...(parameters.since !== undefined ? { since: parameters.since } : {}),
       typeFilters,
     };
     return this.jobs.create(principal.accountId, request.requestUrl, spec, transactionTime);
+  }
+
+  /** The Group's pk and how many members it has (ExportSpec). */
+  private async group(principal: Principal, id: string): Promise<{ groupPk: number; groupMembers: number }> {
+    const groupPk = await this.groupPk(principal, id);
+    const count = groupMemberCount(groupPk);
+    const [row] = await this.db.query<{ n: number | string }>(count.text, count.params);
+    return { groupPk, groupMembers: Number(row?.n ?? 0) };
   }
 
   /** The Group's pk: it must exist and be readable (its members are read from it). */

@@ -214,7 +214,8 @@ async function contentOf(run: (statement: Sql) => Promise<Row[]>, row: Row): Pro
 /**
  * _include / _revinclude for the page's matches (and, with :iterate, for what they bring in), one
  * query per directive and round, at most MAX_INCLUDED resources and what is left of the page's byte
- * budget; matches never count against either and are never dropped to make room.
+ * budget once the matches have spent theirs; matches never count against the cap and are never dropped
+ * to make room.
  */
 async function includes(
   run: (statement: Sql) => Promise<Row[]>,

@@ -131,6 +131,20 @@ describe.each(BACKENDS)('cardinality estimates on %s', (backend) => {
     expect(await new CardinalityEstimator(failing.dialect).estimate(p, runner(failing))).toBe(p);
   });
 
+  it('counts a two-letter string prefix, so that a rare one drives; a single letter is never counted', async () => {
+    const { db, statements } = counting(env.db);
+    const estimator = new CardinalityEstimator(db.dialect);
+    const two = await estimator.estimate(plan('Patient', 'name=sm&birthdate=ge1980'), runner(db));
+    const nameSp = env.engine.catalog.param('Patient', 'name')!.sp;
+    expect(two.criteria[0].estimatedRows).toBe(
+      await indexRows('idx_string', 'sp = ? AND norm >= ? AND norm < ?', [nameSp, 'sm', 'sn']),
+    );
+    expect(statements()).toBe(1);
+    const one = plan('Patient', 'name=s&birthdate=ge1980');
+    expect(await estimator.estimate(one, runner(db))).toBe(one);
+    expect(statements()).toBe(1);
+  });
+
   it('estimates nothing when no criterion could drive', async () => {
     const { db, statements } = counting(env.db);
     const estimator = new CardinalityEstimator(db.dialect);

@@ -82,7 +82,9 @@ export const stringParam: ParamTypeHandler = {
             ? sql`t.norm LIKE ${`${escapeLike(norm)}%`} ESCAPE '\\'`
             : and([sql`t.norm >= ${norm}`, sql`t.norm < ${upper}`]),
         );
-        if (norm.length < 3) selectivity = Math.max(selectivity, 4);
+        // One letter is broad in any data (never worth counting); from two the index count decides
+        // (estimate.ts): `name=Mu` drives from ~100 rows (60 µs) where walking the Patients took 470 µs.
+        if (norm.length < 2) selectivity = Math.max(selectivity, 4);
       }
     }
     return {

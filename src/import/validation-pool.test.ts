@@ -97,18 +97,21 @@ describe('ValidationPool', () => {
         while (performance.now() < until);
         return inline(resource);
       };
-      const resources = Array.from({ length: 200 }, (_, i) => ({ ...(i % 2 ? invalid : valid), id: `r${i}` }));
+      // Enough that the worker cannot take them all before this thread begins, even on a loaded machine
+      // (with 200, a CI run once saw it do so).
+      const total = 1000;
+      const resources = Array.from({ length: total }, (_, i) => ({ ...(i % 2 ? invalid : valid), id: `r${i}` }));
       calls.length = 0;
       const forget = await shared.prevalidateResources(resources, slow);
       expect(calls.length).toBeGreaterThan(0);
-      expect(calls.length).toBeLessThan(200);
-      expect([...calls].reverse()).toEqual(resources.slice(200 - calls.length));
+      expect(calls.length).toBeLessThan(total);
+      expect([...calls].reverse()).toEqual(resources.slice(total - calls.length));
       const validate = shared.validateWith(inline);
       calls.length = 0;
       const answers = resources.map((resource) => validate(structuredClone(resource)));
       expect(calls).toEqual([]);
       expect(answers).toEqual(resources.map((resource) => validateResource(resource, registry)));
-      expect(answers.filter((issues) => issues.length > 0)).toHaveLength(100);
+      expect(answers.filter((issues) => issues.length > 0)).toHaveLength(total / 2);
       // Changed since: validated again. Forgotten: validated again.
       expect(validate({ ...resources[0], gender: 'nonsense' }).length).toBeGreaterThan(0);
       expect(calls).toHaveLength(1);

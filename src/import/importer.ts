@@ -5,10 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import { ADMINISTRATOR } from '../auth/administrator.js';
 import { AppError } from '../errors.js';
-import { parseEntryRequest } from '../fhir/bundle-entry-request.js';
-import type { EntryAction, EntryRequest } from '../fhir/bundle-entry-request.js';
 import { errorEntry } from '../fhir/interactions/bundle-entry.js';
-import { bundleInteraction } from '../fhir/interactions/transaction.js';
+import type { InputEntry } from '../fhir/interactions/bundle-input.js';
+import { bundleInteraction, parseEntries } from '../fhir/interactions/transaction.js';
 import { forEachReference, parseConditionalReference } from '../fhir/references.js';
 import { fullUrlIdentity } from '../fhir/interactions/transaction-identities.js';
 import type { PlannedEntry } from '../fhir/interactions/transaction-identities.js';
@@ -249,25 +248,20 @@ export class Importer {
    * alone, after the others.
    */
   private plannedEntries(document: Json): PlannedEntry[] | undefined {
-    const { baseUrl, types } = this.request.services;
-    const isType = (name: string) => types.isResourceType(name);
-    const planned: PlannedEntry[] = [];
-    for (const [index, entry] of (Array.isArray(document.entry) ? (document.entry as unknown[]) : []).entries()) {
-      const input = (entry ?? {}) as { request?: EntryRequest; fullUrl?: unknown; resource?: unknown };
-      let action: EntryAction;
-      try {
-        action = parseEntryRequest(input.request, baseUrl, isType);
-      } catch {
-        return undefined;
-      }
-      const unconditionalCreate = action.kind === 'create' && action.ifNoneExist === undefined;
-      if (!unconditionalCreate && action.kind !== 'update' && action.kind !== 'patch' && action.kind !== 'delete') {
-        return undefined;
-      }
-      const resource = input.resource && typeof input.resource === 'object' ? (input.resource as Json) : undefined;
-      planned.push({ index, action, fullUrl: typeof input.fullUrl === 'string' ? input.fullUrl : undefined, resource });
+    let planned: PlannedEntry[];
+    try {
+      planned = parseEntries(this.request, Array.isArray(document.entry) ? (document.entry as InputEntry[]) : []);
+    } catch {
+      return undefined;
     }
-    return planned;
+    const independent = planned.every(
+      ({ action }) =>
+        (action.kind === 'create' && action.ifNoneExist === undefined) ||
+        action.kind === 'update' ||
+        action.kind === 'patch' ||
+        action.kind === 'delete',
+    );
+    return independent ? planned : undefined;
   }
 
   /**

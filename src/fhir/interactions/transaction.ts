@@ -79,7 +79,7 @@ async function transactionInteraction(
 }
 
 /** Each entry's request, before anything runs: a malformed entry is the whole Bundle's 400. */
-function parseEntries(request: FhirRequest, entries: readonly InputEntry[]): PlannedEntry[] {
+export function parseEntries(request: FhirRequest, entries: readonly InputEntry[]): PlannedEntry[] {
   const isType = (name: string) => request.services.types.isResourceType(name);
   return entries.map((input, index) => {
     try {

@@ -70,8 +70,8 @@ function groupMembers(dialect: Dialect, groupPk: number): Sql {
 }
 
 /** How many members Group `groupPk` has: its `member` index rows (ExportSpec.groupMembers). */
-export function groupMemberCount(groupPk: number): Sql {
-  return sql`SELECT COUNT(*) AS n FROM idx_reference g WHERE g.pk = ${groupPk} AND g.sp = ${spId('Group', 'member')} AND g.target_type = ${'Patient'}`;
+export function groupMemberCount(dialect: Dialect, groupPk: number): Sql {
+  return sql`SELECT COUNT(*) AS n FROM (${groupMembers(dialect, groupPk)}) m`;
 }
 
 /** The level's condition on `type`, or undefined when it selects every resource of the type. */

@@ -115,7 +115,7 @@ export class ExportService {
   /** The Group's pk and how many members it has (ExportSpec). */
   private async group(principal: Principal, id: string): Promise<{ groupPk: number; groupMembers: number }> {
     const groupPk = await this.groupPk(principal, id);
-    const count = groupMemberCount(groupPk);
+    const count = groupMemberCount(this.db.dialect, groupPk);
     const [row] = await this.db.query<{ n: number | string }>(count.text, count.params);
     return { groupPk, groupMembers: Number(row?.n ?? 0) };
   }

@@ -6,7 +6,7 @@
 // out (https://hl7.org/fhir/uv/bulkdata/STU2/export.html#response---complete-status: the output holds
 // the data as of transactionTime). `_since` keeps the versions changed after it. The selection (the
 // compartment, `_typeFilter`) is evaluated on the current index rows.
-import { contentLeftOut, pageContentColumns } from '../storage/page-content.js';
+import { contentLeftOut, INLINE_CONTENT_BYTES, pageContentColumns } from '../storage/page-content.js';
 import type { Dialect } from '../storage/sql/dialect.js';
 import { and, or, raw, sql } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
@@ -17,7 +17,7 @@ import type { Sql } from '../search/sql/fragment.js';
  */
 export const PAGE_ROWS = 250;
 
-const CONTENT = pageContentColumns('r0');
+const CONTENT = pageContentColumns('r0', INLINE_CONTENT_BYTES);
 
 export interface SnapshotWindow {
   /** The job's transactionTime (epoch ms): versions at or before it. */

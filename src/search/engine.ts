@@ -225,6 +225,7 @@ export function createSearchEngine(
         summaryCount: parsed.summary === 'count',
         position: cursor?.position,
         backwards: cursor?.backwards,
+        maxPageBytes: config.maxPageBytes,
       });
       return await executeSearch(
         {

@@ -16,13 +16,11 @@ import { subsetter } from './elements.js';
 import type { StatementRunner } from './estimate.js';
 import type { SearchRequest } from './parse.js';
 import type { Plan } from './plan.js';
-import { bindInclude } from './sql/compile.js';
+import { bindInclude, MAX_INCLUDED } from './sql/compile.js';
 import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
 import { sql } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 
-/** Most resources a page adds through _include/_revinclude (beyond that: a warning, not an error). */
-export const MAX_INCLUDED = 1000;
 /** Rounds of `:iterate` (beyond that: a warning). */
 export const MAX_INCLUDE_ITERATIONS = 4;
 

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { contentLeftOut, fitPage, INLINE_CONTENT_BYTES, pageContentColumns } from './page-content.js';
+import {
+  contentLeftOut,
+  fitPage,
+  INLINE_CONTENT_BYTES,
+  inlineContentBytes,
+  MIN_INLINE_CONTENT_BYTES,
+  pageContentColumns,
+} from './page-content.js';
 
 type TestRow = { pk: number; content: string | null; content_bytes: number | null };
 
@@ -17,16 +24,49 @@ function fetcher(gone: readonly number[] = []) {
 }
 
 describe('pageContentColumns', () => {
-  it('selects the content only up to INLINE_CONTENT_BYTES, and its length and version always', () => {
-    expect(pageContentColumns('r0')).toBe(
-      `CASE WHEN octet_length(r0.content) <= ${INLINE_CONTENT_BYTES} THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version`,
+  it('selects the content only up to the inline limit, and its length and version always', () => {
+    expect(pageContentColumns('r0', 32768)).toBe(
+      'CASE WHEN octet_length(r0.content) <= 32768 THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version',
     );
+  });
+
+  it('takes only an integer as the inline limit (it is written into the statement)', () => {
+    expect(() => pageContentColumns('r0', 1.5)).toThrow(RangeError);
+    expect(() => pageContentColumns('r0', Number.NaN)).toThrow(RangeError);
+    expect(() => pageContentColumns('r0', -1)).toThrow(RangeError);
   });
 
   it('tells a left-out content from a row without content (a deletion)', () => {
     expect(contentLeftOut(large(1, 70_000))).toBe(true);
     expect(contentLeftOut({ content: null, content_bytes: null })).toBe(false);
     expect(contentLeftOut(inline(1, 10))).toBe(false);
+  });
+});
+
+describe('inlineContentBytes', () => {
+  it('inlines up to 64 KiB while the budget covers that much for every row', () => {
+    expect(inlineContentBytes(32 * 2 ** 20, 21)).toBe(INLINE_CONTENT_BYTES);
+    expect(inlineContentBytes(32 * 2 ** 20, 512)).toBe(INLINE_CONTENT_BYTES);
+    expect(inlineContentBytes(Number.POSITIVE_INFINITY, 1001)).toBe(INLINE_CONTENT_BYTES);
+  });
+
+  it("takes the budget's share per row as a power of two, so a statement holds no more than the budget", () => {
+    expect(inlineContentBytes(32 * 2 ** 20, 1001)).toBe(32768);
+    expect(inlineContentBytes(32 * 2 ** 20, 513)).toBe(32768);
+    expect(inlineContentBytes(2 ** 20, 101)).toBe(8192);
+    for (const [budget, rows] of [
+      [32 * 2 ** 20, 1001],
+      [2 ** 20, 101],
+      [5_000_000, 333],
+    ]) {
+      expect(inlineContentBytes(budget, rows) * rows).toBeLessThanOrEqual(budget);
+    }
+  });
+
+  it('never goes below 4 KiB, so that a page of small resources is not fetched one by one', () => {
+    expect(inlineContentBytes(1024, 1001)).toBe(MIN_INLINE_CONTENT_BYTES);
+    expect(inlineContentBytes(2 ** 20, 1001)).toBe(MIN_INLINE_CONTENT_BYTES);
+    expect(inlineContentBytes(0, 0)).toBe(MIN_INLINE_CONTENT_BYTES);
   });
 });
 

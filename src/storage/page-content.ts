@@ -5,19 +5,40 @@
 // fetches the large ones one at a time, as the version the statement saw (history rows never change, so
 // the length counted is the length fetched), while the page's byte budget allows, and ends the page
 // early where it does not (the keyset cursors continue after the last row returned, so an early end
-// costs nothing). A page statement itself holds at most its row limit × INLINE_CONTENT_BYTES.
+// costs nothing). A page statement itself holds at most its row limit × its inline limit
+// (inlineContentBytes): about the page's byte budget, so a large `_count` does not multiply it.
 
 /** Content larger than this comes out of a page statement as NULL, to be fetched on its own. */
 export const INLINE_CONTENT_BYTES = 64 * 1024;
 
 /**
- * The content columns of a page statement for table alias `alias` (`resource` or `resource_history`):
- * `content` (NULL when larger than INLINE_CONTENT_BYTES), `content_bytes` (its length in bytes; NULL
- * when there is no content) and `content_version` (the version it is the content of).
+ * The least inline limit: below it a page of many small resources would fetch each of them on its own.
+ * A page statement of n rows may then hold n × 4 KiB beyond its budget (4 MiB at `_count=1000`).
  */
-export function pageContentColumns(alias: string): string {
+export const MIN_INLINE_CONTENT_BYTES = 4 * 1024;
+
+/**
+ * The inline limit of a statement of up to `rows` rows whose page may carry `budgetBytes`: the budget's
+ * share per row, as a power of two (few distinct statement texts) between MIN_INLINE_CONTENT_BYTES and
+ * INLINE_CONTENT_BYTES. A statement of 1,001 rows under the default 32 MiB inlines up to 32 KiB each.
+ */
+export function inlineContentBytes(budgetBytes: number, rows: number): number {
+  const share = budgetBytes / Math.max(1, rows);
+  let inline = INLINE_CONTENT_BYTES;
+  while (inline > MIN_INLINE_CONTENT_BYTES && inline > share) inline /= 2;
+  return inline;
+}
+
+/**
+ * The content columns of a page statement for table alias `alias` (`resource` or `resource_history`):
+ * `content` (NULL when larger than `inlineBytes`, an integer from inlineContentBytes), `content_bytes`
+ * (its length in bytes; NULL when there is no content) and `content_version` (the version it is the
+ * content of).
+ */
+export function pageContentColumns(alias: string, inlineBytes: number): string {
+  if (!Number.isSafeInteger(inlineBytes) || inlineBytes < 0) throw new RangeError('inlineBytes: an integer');
   const column = `${alias}.content`;
-  return `CASE WHEN octet_length(${column}) <= ${INLINE_CONTENT_BYTES} THEN ${column} END AS content, octet_length(${column}) AS content_bytes, ${alias}.version AS content_version`;
+  return `CASE WHEN octet_length(${column}) <= ${inlineBytes} THEN ${column} END AS content, octet_length(${column}) AS content_bytes, ${alias}.version AS content_version`;
 }
 
 /** A row of a page statement, as pageContentColumns selects its content. */

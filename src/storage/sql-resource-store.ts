@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
-import { fitPage, pageContentColumns } from './page-content.js';
+import { fitPage, inlineContentBytes, pageContentColumns } from './page-content.js';
 import { checkReferentialIntegrity } from './referential-integrity.js';
 import { SerializationError, UniqueViolationError } from './sql/database.js';
 import type { ReadAfter, SqlDatabase, SqlExecutor, SqlValue } from './sql/database.js';
@@ -264,7 +264,7 @@ export class SqlResourceStore implements ResourceStore {
       params.push(query.after.lastUpdated, query.after.lastUpdated, query.after.seq);
     }
     const rows = await read<HistoryRow>(
-      `SELECT seq, type, id, version, last_updated, operation, ${pageContentColumns('h')} FROM resource_history h
+      `SELECT seq, type, id, version, last_updated, operation, ${pageContentColumns('h', inlineContentBytes(query.maxBytes ?? Infinity, query.count + 1))} FROM resource_history h
         ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
         ORDER BY last_updated DESC, seq DESC LIMIT ?`,
       [...params, query.count + 1],

@@ -15,6 +15,7 @@ import {
   bindInclude,
   compileInclude,
   compileSearch,
+  compileSearchStatements,
   ESTIMATE_CAP,
   JOIN_DRIVE_LIMIT,
 } from './compile.js';
@@ -149,6 +150,27 @@ describe('pinned SQL (SQLite)', () => {
     expect(compileCount(plan('Patient', 'name=smi'), d).text).toMatchInlineSnapshot(
       `"SELECT COUNT(*) AS n FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_string t WHERE t.sp = ? AND (t.norm >= ? AND t.norm < ?)))"`,
     );
+  });
+});
+
+describe("a page's statements hold about its byte budget", () => {
+  const inlineLimits = (statements: readonly { text: string }[]) =>
+    statements.map((s) => Number(/octet_length\([a-z0-9]+\.content\) <= (\d+) THEN/.exec(s.text)?.[1]));
+  const search = (query: string, count: number, maxPageBytes: number) =>
+    compileSearchStatements(plan('Patient', query), sqliteDialect, { count, summaryCount: false, maxPageBytes });
+
+  it('inlines contents up to 64 KiB when the budget covers that for every row', () => {
+    const compiled = search('_revinclude=Encounter:subject', 20, 32 * 2 ** 20);
+    expect(inlineLimits(compiled.page)).toEqual([65536]);
+    // Includes read up to MAX_INCLUDED + 1 rows: 32 MiB / 1,001 gives 32 KiB each.
+    expect(inlineLimits(compiled.includes.map((i) => i.statement))).toEqual([32768]);
+  });
+
+  it('inlines less per row when a large _count would multiply the budget', () => {
+    const compiled = search('_sort=family', 1000, 32 * 2 ** 20);
+    expect(compiled.page.length).toBeGreaterThan(1);
+    expect(inlineLimits(compiled.page)).toEqual(compiled.page.map(() => 32768));
+    expect(inlineLimits(search('gender=female', 100, 2 ** 20).page)).toEqual([8192]);
   });
 });
 

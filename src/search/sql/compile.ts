@@ -12,14 +12,13 @@
 // PostgreSQL plans both forms as semi-joins from its statistics anyway; SQLite follows the form.
 // Chains join idx_reference to resource on (type, id); `_has` the other way round.
 import type { SqlValue } from '../../storage/sql/database.js';
-import { pageContentColumns } from '../../storage/page-content.js';
+import { INLINE_CONTENT_BYTES, inlineContentBytes, pageContentColumns } from '../../storage/page-content.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
 import type { Plan, PlannedCriterion, PlannedInclude, PlannedSort } from '../plan.js';
 import { and, join, list, or, raw, Sql, sql, withAlias } from './fragment.js';
 
-// Page and include statements select a resource's content only when it is small (page-content.ts).
-const R0_CONTENT = pageContentColumns('r0');
-const R_CONTENT = pageContentColumns('r');
+/** Most resources a page adds through _include/_revinclude (beyond that: a warning, not an error). */
+export const MAX_INCLUDED = 1000;
 
 export const DRIVER_THRESHOLD = 2;
 /**
@@ -247,6 +246,8 @@ export interface PageBounds {
   readonly position?: readonly SqlValue[];
   /** Fetch the rows before `position` (a previous page), in reverse order. */
   readonly backwards?: boolean;
+  /** Contents larger than this come out as NULL (page-content.ts); default INLINE_CONTENT_BYTES. */
+  readonly inlineBytes?: number;
 }
 
 /**
@@ -302,6 +303,10 @@ export function compileSearch(plan: Plan, dialect: Dialect, page: PageBounds): P
 /** A page query; when it returns less than a page, `continuation` runs next (NULLs-last phase). */
 export type PageStatement = Sql & { readonly continuation: readonly Sql[] };
 
+/** The content columns of table alias `alias` in a statement of `page` (page-content.ts). */
+const contentOf = (alias: string, page: PageBounds): Sql =>
+  raw(pageContentColumns(alias, page.inlineBytes ?? INLINE_CONTENT_BYTES));
+
 function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
   const backwards = page.backwards ?? false;
@@ -310,7 +315,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   if (plan.sort.length === 0) {
     const keyset = page.position ? keysetCondition([], page.position, raw('r0.pk'), backwards) : raw('1=1');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${raw(R0_CONTENT)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentOf('r0', page)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
     ];
   }
   if (plan.sort.every((s) => s.kind === 'column')) {
@@ -322,7 +327,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
     ];
     const values = keys.map((k, i) => `${k.expr.text} AS s${i}`).join(', ');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${raw(R0_CONTENT)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentOf('r0', page)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
     ];
   }
   const only = plan.sort[0];
@@ -341,7 +346,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   ].join(', ');
   const sortValues = keys.map((k) => k.expr.text).join(', ');
   return [
-    sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(R_CONTENT)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
+    sql`${prefix}SELECT r.pk, r.id, r.type, ${contentOf('r', page)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
   ];
 }
 
@@ -374,10 +379,10 @@ function streamedSort(d: Dialect, plan: Plan, s: Extract<PlannedSort, { kind: 'i
   const valued = (keyset: Sql): Sql => {
     const order = `${s.column.text} ${direction(s.descending !== backwards)}, t.pk ${direction(backwards)}`;
     const inner = sql`SELECT t.pk AS pk, ${s.column} AS s0 FROM ${raw(s.table)} t JOIN resource r0 ON r0.pk = t.pk WHERE ${spCondition('t', s.sps)}${filter('t')} AND ${keyset} AND ${holder} AND ${filterR0} ORDER BY ${raw(order)} LIMIT ${page.limit}`;
-    return sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(R_CONTENT)}, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
+    return sql`${prefix}SELECT r.pk, r.id, r.type, ${contentOf('r', page)}, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
   };
   const missing = (keyset: Sql): Sql =>
-    sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${raw(R0_CONTENT)}, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${page.limit}`;
+    sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentOf('r0', page)}, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${page.limit}`;
   const valueKeyset = (): Sql =>
     position && !inNullPhase
       ? keysetCondition([{ expr: s.column, descending: s.descending }], position, raw('t.pk'), backwards, false)
@@ -441,7 +446,15 @@ export interface CompiledInclude {
   readonly limitParam: number;
 }
 
-export function compileInclude(dialect: Dialect, include: PlannedInclude): CompiledInclude {
+/**
+ * `inlineBytes`: contents larger than this come out as NULL (page-content.ts); an include statement
+ * reads up to MAX_INCLUDED + 1 rows.
+ */
+export function compileInclude(
+  dialect: Dialect,
+  include: PlannedInclude,
+  inlineBytes = INLINE_CONTENT_BYTES,
+): CompiledInclude {
   const prefix = raw(dialect.adhocStatement);
   const { directive } = include;
   let pks: Sql;
@@ -472,7 +485,7 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude): Compi
         : 'any';
   }
   const types = directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
-  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(R_CONTENT)} FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
+  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(pageContentColumns('r', inlineBytes))} FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
   return {
     reverse: directive.reverse,
     iterate: directive.iterate,
@@ -512,6 +525,8 @@ export interface SearchShape {
   /** Keyset position of a page reached through a link. */
   readonly position?: readonly SqlValue[];
   readonly backwards?: boolean;
+  /** The most bytes of resources a page carries (AMBIENT_MAX_PAGE_BYTES): what each statement inlines. */
+  readonly maxPageBytes: number;
 }
 
 /**
@@ -545,6 +560,7 @@ export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: Sea
       limit: pageLimit,
       position: shape.position,
       backwards: shape.backwards,
+      inlineBytes: inlineContentBytes(shape.maxPageBytes, pageLimit),
     });
     page = [first, ...first.continuation];
   }
@@ -567,6 +583,8 @@ export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: Sea
         ? compileCount(plan, dialect)
         : undefined,
     estimate,
-    includes: plan.includes.map((include) => compileInclude(dialect, include)),
+    includes: plan.includes.map((include) =>
+      compileInclude(dialect, include, inlineContentBytes(shape.maxPageBytes, MAX_INCLUDED + 1)),
+    ),
   };
 }

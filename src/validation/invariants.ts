@@ -3,7 +3,8 @@
  * FHIRPath engine. Expressions are parsed once (see shapes.ts); evaluation needs no StructureDefinitions: the
  * engine's built-in data-type schema plus the types we pass in are enough for the R4 base invariants.
  */
-import { evalFhirPathTyped, toTypedValue, type TypedValue } from '@medplum/core';
+import { evalFhirPathTyped, FhirPathAtom, ImpliesAtom, OrAtom, toTypedValue } from '@medplum/core';
+import type { TypedValue } from '@medplum/core';
 import type { CompiledConstraint } from './shapes.js';
 
 export interface InvariantScope {
@@ -46,14 +47,67 @@ function evaluate(constraint: CompiledConstraint, context: TypedValue, scope: In
     '%ucum': UCUM,
   };
   try {
-    const result = evalFhirPathTyped(constraint.atom, [context], variables);
-    return result.length === 1 && result[0].value === false ? 'fail' : 'pass';
+    return outcomeOf(constraint.atom, context, variables);
   } catch (err) {
     if (!invariantEvaluationErrors.has(constraint.key)) {
       invariantEvaluationErrors.set(constraint.key, (err as Error).message);
     }
     return 'error';
   }
+}
+
+const isTrue = (result: TypedValue[]) => result.length === 1 && result[0].value === true;
+const isFalse = (result: TypedValue[]) => result.length === 1 && result[0].value === false;
+
+/** The sides of an expression's top-level `or` or `implies`, each as an expression of its own. */
+interface ShortCut {
+  readonly left: FhirPathAtom;
+  readonly right: FhirPathAtom;
+  readonly implies: boolean;
+}
+
+const shortCuts = new WeakMap<FhirPathAtom, ShortCut | null>();
+
+function shortCutOf(atom: FhirPathAtom): ShortCut | null {
+  let cut = shortCuts.get(atom);
+  if (cut === undefined) {
+    const top = atom.child;
+    cut =
+      top instanceof OrAtom || top instanceof ImpliesAtom
+        ? {
+            left: new FhirPathAtom(atom.original, top.left),
+            right: new FhirPathAtom(atom.original, top.right),
+            implies: top instanceof ImpliesAtom,
+          }
+        : null;
+    shortCuts.set(atom, cut);
+  }
+  return cut;
+}
+
+/**
+ * Whether the expression yields `false`. A top-level `or` or `implies` is decided side by side, as
+ * FHIRPath's three-valued logic allows: `true or x` is true whatever `x` is, and `a implies x` is never
+ * false when `a` is false or empty (an `x` the engine cannot evaluate passed before too: see
+ * evaluateInvariant), so the right side is not evaluated; after `false or` and `true implies` a right
+ * side of true, false or empty decides. The right sides skipped so are the costly ones of the commonest
+ * rules: ref-1 reads `%rootResource.contained` for every Reference (half of all validation time on the
+ * Synthea fixtures) although only a `#` reference needs it. Any other result of a side (not a single
+ * boolean) leaves it to the whole expression, evaluated as written, so nothing that failed before
+ * passes now, nor the other way round.
+ */
+function outcomeOf(atom: FhirPathAtom, context: TypedValue, variables: Record<string, TypedValue>): 'pass' | 'fail' {
+  const cut = shortCutOf(atom);
+  if (cut) {
+    const left = evalFhirPathTyped(cut.left, [context], variables);
+    if (cut.implies ? left.length === 0 || isFalse(left) : isTrue(left)) return 'pass';
+    if (cut.implies ? isTrue(left) : isFalse(left)) {
+      const right = evalFhirPathTyped(cut.right, [context], variables);
+      if (isFalse(right)) return 'fail';
+      if (right.length === 0 || isTrue(right)) return 'pass';
+    }
+  }
+  return isFalse(evalFhirPathTyped(atom, [context], variables)) ? 'fail' : 'pass';
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

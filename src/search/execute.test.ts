@@ -9,7 +9,7 @@ import { executeSearch } from './execute.js';
 import type { Row } from './execute.js';
 import { parseSearch } from './parse.js';
 import type { Plan } from './plan.js';
-import type { CompiledSearch } from './sql/compile.js';
+import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
 import { sql } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 
@@ -31,11 +31,26 @@ const large = (pk: number): Row => ({
   content_version: 3,
 });
 
-/** Answers the page statement with `page`, and a history fetch with the content unless `unreadable`. */
-function runner(page: Row[], unreadable: readonly number[] = []) {
+/** An _include directive whose statement the runner answers with its `included` rows. */
+const include: CompiledInclude = {
+  reverse: false,
+  iterate: false,
+  from: 'any',
+  statement: sql`SELECT included ${'frontier'} ${0}`,
+  frontierParam: 0,
+  keysParam: -1,
+  limitParam: 1,
+};
+
+/**
+ * Answers the page statement with `page`, the include statement with `included`, and a history fetch
+ * with the content unless `unreadable`.
+ */
+function runner(page: Row[], unreadable: readonly number[] = [], included: Row[] = []) {
   const fetched: unknown[][] = [];
   const run = async (statement: Sql): Promise<Row[]> => {
     if (statement.text === 'SELECT page') return page.map((row) => ({ ...row }));
+    if (statement.text === 'SELECT included ? ?') return included.map((row) => ({ ...row }));
     expect(statement.text).toBe('SELECT content FROM resource_history WHERE pk = ? AND version = ?');
     fetched.push([...statement.params]);
     const [pk, version] = statement.params as number[];
@@ -46,7 +61,7 @@ function runner(page: Row[], unreadable: readonly number[] = []) {
   return { run, fetched };
 }
 
-function search(run: (statement: Sql) => Promise<Row[]>, maxPageBytes = 1_000_000) {
+function search(run: (statement: Sql) => Promise<Row[]>, maxPageBytes = 1_000_000, statements = compiled) {
   const context = {
     run,
     dialect: sqliteDialect,
@@ -56,13 +71,20 @@ function search(run: (statement: Sql) => Promise<Row[]>, maxPageBytes = 1_000_00
     path: 'Patient',
     maxPageBytes,
   };
-  return executeSearch(context, parseSearch([]), plan, compiled, undefined);
+  return executeSearch(context, parseSearch([]), plan, statements, undefined);
 }
 
+/** The Patients of the Bundle (not the OperationOutcome of its warnings), as id@version. */
 const ids = (body: unknown) =>
   (
-    (JSON.parse(String(body)) as { entry?: { resource: { id: string; meta?: { versionId: string } } }[] }).entry ?? []
-  ).map((e) => `${e.resource.id}@${e.resource.meta?.versionId ?? '-'}`);
+    (
+      JSON.parse(String(body)) as {
+        entry?: { resource: { resourceType: string; id: string; meta?: { versionId: string } } }[];
+      }
+    ).entry ?? []
+  )
+    .filter((e) => e.resource.resourceType === 'Patient')
+    .map((e) => `${e.resource.id}@${e.resource.meta?.versionId ?? '-'}`);
 const next = (body: unknown) =>
   (JSON.parse(String(body)) as { link: { relation: string }[] }).link.some((l) => l.relation === 'next');
 
@@ -95,5 +117,26 @@ describe('a search page bounded in bytes', () => {
     expect(ids(response.body)).toEqual(['p1@3']);
     expect(fetched).toEqual([[1, 3]]);
     expect(next(response.body)).toBe(true);
+  });
+
+  const warnings = (body: unknown) =>
+    (
+      (JSON.parse(String(body)) as { entry: { resource: { resourceType: string; issue?: unknown[] } }[] }).entry.find(
+        (e) => e.resource.resourceType === 'OperationOutcome',
+      )?.resource.issue ?? []
+    ).map((i) => (i as { code: string }).code);
+
+  it('cuts the included resources where the budget runs out, saying so', async () => {
+    const { run } = runner([small(1)], [], [large(20), large(21)]);
+    const response = await search(run, 150_000, { ...compiled, includes: [include] });
+    expect(ids(response.body)).toEqual(['p1@-', 'p20@3']);
+    expect(warnings(response.body)).toEqual(['too-costly']);
+  });
+
+  it('cuts the included resources at one a replica cannot read yet, saying to repeat the search', async () => {
+    const { run } = runner([small(1)], [21], [large(20), large(21)]);
+    const response = await search(run, 1_000_000, { ...compiled, includes: [include] });
+    expect(ids(response.body)).toEqual(['p1@-', 'p20@3']);
+    expect(warnings(response.body)).toEqual(['transient']);
   });
 });

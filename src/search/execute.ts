@@ -277,7 +277,14 @@ async function fitIncluded(
   issues: { severity: string; code: string; diagnostics: string }[],
 ): Promise<FittedPage<FullRow>> {
   const fitted = (await fitPage(rows, budget, (row) => contentOf(run, row), false)) as FittedPage<FullRow>;
-  if (fitted.cut) {
+  if (fitted.unreadable) {
+    issues.push({
+      severity: 'warning',
+      code: 'transient',
+      diagnostics:
+        'Included resources were cut where a read replica had not yet replayed one of them; repeat the search shortly to get them all',
+    });
+  } else if (fitted.cut) {
     issues.push({
       severity: 'warning',
       code: 'too-costly',

@@ -83,6 +83,7 @@ describe('fitPage', () => {
     expect(page.rows.map((r) => r.pk)).toEqual([1, 2, 3]);
     expect(page.rows.map((r) => r.content?.length)).toEqual([50, 100, 50]);
     expect(page.cut).toBe(true);
+    expect(page.unreadable).toBeUndefined();
     expect(asked).toEqual([2]);
     expect(budget.remaining).toBe(50);
   });
@@ -108,9 +109,9 @@ describe('fitPage', () => {
     const { fetch } = fetcher([2]);
     const page = await fitPage([inline(1, 10), large(2, 20), inline(3, 1)], { remaining: 100 }, fetch, true);
     expect(page.rows.map((r) => r.pk)).toEqual([1]);
-    expect(page.cut).toBe(true);
+    expect(page).toMatchObject({ cut: true, unreadable: true });
     const none = await fitPage([large(2, 20), inline(3, 1)], { remaining: 100 }, fetch, true);
-    expect(none).toEqual({ rows: [], cut: true });
+    expect(none).toEqual({ rows: [], cut: true, unreadable: true });
   });
 
   it('keeps every row when the budget allows, rows without content costing nothing', async () => {

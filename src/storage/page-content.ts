@@ -61,8 +61,10 @@ export interface ByteBudget {
 export interface FittedPage<R> {
   /** The leading rows that fit, each with its content. */
   readonly rows: R[];
-  /** Whether rows were left out because the budget ran out. */
+  /** Whether rows were left out: the budget ran out, or a content could not be read (`unreadable`). */
   readonly cut: boolean;
+  /** The rows were cut at a content `fetch` could not read, not by the budget. */
+  readonly unreadable?: boolean;
 }
 
 /**
@@ -86,7 +88,7 @@ export async function fitPage<R extends PagedContent>(
     if (bytes > budget.remaining && !first) return { rows: out, cut: true };
     if (contentLeftOut(row)) {
       const content = await fetch(row);
-      if (content === undefined) return { rows: out, cut: true };
+      if (content === undefined) return { rows: out, cut: true, unreadable: true };
       row.content = content;
     }
     budget.remaining -= bytes;

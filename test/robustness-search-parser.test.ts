@@ -128,8 +128,8 @@ function pipeline(type: string, params: [string, string][], strict: boolean) {
     throw error;
   }
   const statements = [sqliteDialect, postgresDialect].flatMap((dialect) => [
-    compileSearch(plan, dialect, { limit: request.count + 1 }),
-    compileSearch(plan, dialect, { limit: 2, position: ['a', 1], backwards: true }),
+    compileSearch(plan, dialect, { limit: request.count + 1, inlineBytes: 65536 }),
+    compileSearch(plan, dialect, { limit: 2, position: ['a', 1], backwards: true, inlineBytes: 65536 }),
     compileCount(plan, dialect),
   ]);
   return { statements };

@@ -8,8 +8,7 @@
 // compartment, `_typeFilter`) is evaluated on the current index rows.
 import { contentLeftOut, INLINE_CONTENT_BYTES, pageContentColumns } from '../storage/page-content.js';
 import type { Dialect } from '../storage/sql/dialect.js';
-import { and, or, raw, sql } from '../search/sql/fragment.js';
-import type { Sql } from '../search/sql/fragment.js';
+import { and, or, raw, Sql, sql } from '../search/sql/fragment.js';
 
 /**
  * Rows of one page: with the contents over 64 KiB left out of the page statement (page-content.ts) and
@@ -17,7 +16,7 @@ import type { Sql } from '../search/sql/fragment.js';
  */
 export const PAGE_ROWS = 250;
 
-const CONTENT = pageContentColumns('r0', INLINE_CONTENT_BYTES);
+const CONTENT = new Sql(pageContentColumns('r0'), [INLINE_CONTENT_BYTES]);
 
 export interface SnapshotWindow {
   /** The job's transactionTime (epoch ms): versions at or before it. */
@@ -59,7 +58,7 @@ export function pageQuery(
       : and([sql`r0.deleted = 0`, sql`r0.last_updated > ${window.since}`]);
   const visible = or([current, sql`r0.last_updated > ${window.until}`]);
   const where = and([sql`r0.type = ${type}`, sql`r0.pk > ${afterPk}`, visible, selection ?? raw('1=1')]);
-  return sql`${raw(dialect.adhocStatement)}SELECT r0.pk, r0.last_updated, r0.deleted, ${raw(CONTENT)} FROM resource r0 WHERE ${where} ORDER BY r0.pk LIMIT ${limit}`;
+  return sql`${raw(dialect.adhocStatement)}SELECT r0.pk, r0.last_updated, r0.deleted, ${CONTENT} FROM resource r0 WHERE ${where} ORDER BY r0.pk LIMIT ${limit}`;
 }
 
 /** The version of resource `pk` at `until`: its latest history row not after it. */

@@ -9,13 +9,18 @@ import { executeSearch } from './execute.js';
 import type { Row } from './execute.js';
 import { parseSearch } from './parse.js';
 import type { Plan } from './plan.js';
+import { MAX_INCLUDED } from './sql/compile.js';
 import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
 import { sql } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 
 const registry = loadR4Definitions();
 const plan: Plan = { types: ['Patient'], criteria: [], sort: [], includes: [], ignored: [], linkParams: [] };
-const compiled: CompiledSearch = { page: [sql`SELECT page`], pageLimit: 21, includes: [] };
+const compiled: CompiledSearch = {
+  page: [Object.assign(sql`SELECT page LIMIT ${21}`, { limitParam: 0 })],
+  pageLimit: 21,
+  includes: [],
+};
 
 const small = (pk: number): Row => {
   const content = JSON.stringify({ resourceType: 'Patient', id: `p${pk}` });
@@ -49,7 +54,7 @@ const include: CompiledInclude = {
 function runner(page: Row[], unreadable: readonly number[] = [], included: Row[] = []) {
   const fetched: unknown[][] = [];
   const run = async (statement: Sql): Promise<Row[]> => {
-    if (statement.text === 'SELECT page') return page.map((row) => ({ ...row }));
+    if (statement.text === 'SELECT page LIMIT ?') return page.map((row) => ({ ...row }));
     if (statement.text === 'SELECT included ? ?') return included.map((row) => ({ ...row }));
     expect(statement.text).toBe('SELECT content FROM resource_history WHERE pk = ? AND version = ?');
     fetched.push([...statement.params]);
@@ -138,5 +143,32 @@ describe('a search page bounded in bytes', () => {
     const response = await search(run, 1_000_000, { ...compiled, includes: [include] });
     expect(ids(response.body)).toEqual(['p1@-', 'p20@3']);
     expect(warnings(response.body)).toEqual(['transient']);
+  });
+
+  it('says the includes were capped when their statement reached its limit, rows already on the page counted', async () => {
+    // 1,001 rows (the statement's limit) of which one is the match itself: 1,000 new, the cap, and maybe more.
+    const included = [small(1), ...Array.from({ length: MAX_INCLUDED }, (_, i) => small(100 + i))];
+    const { run } = runner([small(1)], [], included);
+    const response = await search(run, 1_000_000, { ...compiled, includes: [include] });
+    expect(ids(response.body)).toHaveLength(1 + MAX_INCLUDED);
+    expect(warnings(response.body)).toEqual(['too-costly']);
+    // Under the limit, nothing to say.
+    const { run: fewer } = runner([small(1)], [], included.slice(0, 500));
+    expect(warnings((await search(fewer, 1_000_000, { ...compiled, includes: [include] })).body)).toEqual([]);
+  });
+
+  it("reads a continuation's rows only up to what the statements before it left of the page", async () => {
+    const limits: unknown[] = [];
+    const continued: CompiledSearch = {
+      ...compiled,
+      page: [compiled.page[0], Object.assign(sql`SELECT more LIMIT ${21}`, { limitParam: 0 })],
+    };
+    const run = async (statement: Sql): Promise<Row[]> => {
+      limits.push(statement.params[0]);
+      return statement.text === 'SELECT page LIMIT ?' ? [small(1), small(2)] : [small(3)];
+    };
+    const response = await search(run, 1_000_000, continued);
+    expect(ids(response.body)).toEqual(['p1@-', 'p2@-', 'p3@-']);
+    expect(limits).toEqual([21, 19]);
   });
 });

@@ -16,7 +16,7 @@ import { subsetter } from './elements.js';
 import type { StatementRunner } from './estimate.js';
 import type { SearchRequest } from './parse.js';
 import type { Plan } from './plan.js';
-import { bindInclude, MAX_INCLUDED } from './sql/compile.js';
+import { bindInclude, MAX_INCLUDED, withLimit } from './sql/compile.js';
 import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
 import { sql } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
@@ -102,7 +102,10 @@ export async function executeSearch(
   const count = request.count;
   const found: Row[] = [];
   for (const statement of compiled.page) {
-    found.push(...(await run(statement)));
+    // A continuation reads only what the statements before it left of the page.
+    found.push(
+      ...(await run(found.length === 0 ? statement : withLimit(statement, compiled.pageLimit - found.length))),
+    );
     if (found.length > count) break;
   }
   // The page ends early where its bytes run out (the first match always comes, so paging moves on).
@@ -116,7 +119,7 @@ export async function executeSearch(
     );
   }
   const rows = fitted.rows as FullRow[];
-  const more = found.length > count || fitted.cut;
+  const more = found.length > count || fitted.cut !== undefined;
   if (cursor?.backwards) rows.reverse();
 
   // Links: keyset positions of the first and last rows of this page.
@@ -241,20 +244,17 @@ async function includes(
     for (const include of active) {
       const keys = frontierKeys(include, frontier);
       if (keys.length === 0) continue;
-      const rows = await run(bindInclude(include, keys, MAX_INCLUDED - out.length - added.length + 1));
+      const limit = MAX_INCLUDED - out.length - added.length + 1;
+      const rows = await run(bindInclude(include, keys, limit));
+      // Rows already on the page count against the statement's limit too: one that reached it may have
+      // left rows out even when fewer than the cap are new.
+      let capped = rows.length >= limit;
       const fresh: Row[] = [];
       for (const row of rows) {
         if (seen.has(row.pk)) continue;
         if (out.length + added.length + fresh.length >= MAX_INCLUDED) {
-          const fitted = await fitIncluded(run, fresh, budget, issues);
-          added.push(...fitted.rows);
-          if (!fitted.cut)
-            issues.push({
-              severity: 'warning',
-              code: 'too-costly',
-              diagnostics: `Included resources were capped at ${MAX_INCLUDED} for this page; use a smaller _count to get them all`,
-            });
-          return [...out, ...added];
+          capped = true;
+          break;
         }
         seen.add(row.pk);
         fresh.push(row);
@@ -262,6 +262,14 @@ async function includes(
       const fitted = await fitIncluded(run, fresh, budget, issues);
       added.push(...fitted.rows);
       if (fitted.cut) return [...out, ...added];
+      if (capped) {
+        issues.push({
+          severity: 'warning',
+          code: 'too-costly',
+          diagnostics: `Included resources were capped at ${MAX_INCLUDED} for this page; use a smaller _count to get them all`,
+        });
+        return [...out, ...added];
+      }
     }
     out.push(...added);
     frontier = added;
@@ -277,14 +285,14 @@ async function fitIncluded(
   issues: { severity: string; code: string; diagnostics: string }[],
 ): Promise<FittedPage<FullRow>> {
   const fitted = (await fitPage(rows, budget, (row) => contentOf(run, row), false)) as FittedPage<FullRow>;
-  if (fitted.unreadable) {
+  if (fitted.cut === 'unreadable') {
     issues.push({
       severity: 'warning',
       code: 'transient',
       diagnostics:
         'Included resources were cut where a read replica had not yet replayed one of them; repeat the search shortly to get them all',
     });
-  } else if (fitted.cut) {
+  } else if (fitted.cut === 'budget') {
     issues.push({
       severity: 'warning',
       code: 'too-costly',

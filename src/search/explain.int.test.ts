@@ -120,11 +120,15 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
 
   it.each(SHAPES)('%s?%s uses an index', async (type, query, indexes) => {
     const plan = planFor(env, type, query);
-    const page = compileSearch(plan, env.db.dialect, { limit: 21 });
+    const page = compileSearch(plan, env.db.dialect, { limit: 21, inlineBytes: 65536 });
     for (const statement of [page, ...page.continuation])
       assertIndexed(backend, await explain(env, statement), indexes.slice(0, statement === page ? undefined : 0));
     // The next page and the count read the same indexes.
-    const next = compileSearch(plan, env.db.dialect, { limit: 21, position: [...plan.sort.map(() => 1), 5] });
+    const next = compileSearch(plan, env.db.dialect, {
+      limit: 21,
+      position: [...plan.sort.map(() => 1), 5],
+      inlineBytes: 65536,
+    });
     assertIndexed(backend, await explain(env, next), []);
     if (!query.includes('_sort')) assertIndexed(backend, await explain(env, compileCount(plan, env.db.dialect)), []);
   });
@@ -198,26 +202,33 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
 
   it.each(COMPARTMENT_SHAPES)('%s uses an index', async (_name, plan, indexes) => {
     const planned = plan();
-    const page = compileSearch(planned, env.db.dialect, { limit: 21 });
+    const page = compileSearch(planned, env.db.dialect, { limit: 21, inlineBytes: 65536 });
     for (const statement of [page, ...page.continuation])
       assertIndexed(backend, await explain(env, statement), indexes.slice(0, statement === page ? undefined : 0));
-    const next = compileSearch(planned, env.db.dialect, { limit: 21, position: [...planned.sort.map(() => 1), 5] });
+    const next = compileSearch(planned, env.db.dialect, {
+      limit: 21,
+      position: [...planned.sort.map(() => 1), 5],
+      inlineBytes: 65536,
+    });
     assertIndexed(backend, await explain(env, next), []);
     assertIndexed(backend, await explain(env, compileCount(planned, env.db.dialect)), []);
     for (const include of planned.includes) {
-      const statement = bindInclude(compileInclude(env.db.dialect, include), [1, 2, 3], 1001);
+      const statement = bindInclude(compileInclude(env.db.dialect, include, 65536), [1, 2, 3], 1001);
       assertIndexed(backend, await explain(env, statement), ['idx_reference_pk (pk=?)']);
     }
   });
 
   it('reads includes from the reference index', async () => {
     const includes = planFor(env, 'Patient', '_include=Patient:organization&_revinclude=Encounter:patient').includes;
-    const forward = await explain(env, bindInclude(compileInclude(env.db.dialect, includes[0]), [1, 2, 3], 1001));
+    const forward = await explain(
+      env,
+      bindInclude(compileInclude(env.db.dialect, includes[0], 65536), [1, 2, 3], 1001),
+    );
     assertIndexed(backend, forward, ['idx_reference_pk (pk=?)', 'sqlite_autoindex_resource_1 (type=? AND id=?)']);
     const reverse = await explain(
       env,
       bindInclude(
-        compileInclude(env.db.dialect, includes[1]),
+        compileInclude(env.db.dialect, includes[1], 65536),
         [
           ['Patient', 'p1'],
           ['Patient', 'p2'],

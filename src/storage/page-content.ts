@@ -6,14 +6,15 @@
 // the length counted is the length fetched), while the page's byte budget allows, and ends the page
 // early where it does not (the keyset cursors continue after the last row returned, so an early end
 // costs nothing). A page statement itself holds at most its row limit × its inline limit
-// (inlineContentBytes): about the page's byte budget, so a large `_count` does not multiply it.
+// (inlineContentBytes): about the page's byte budget, so a large `_count` does not multiply it; the
+// statements of one page together read at most a page of rows (search/sql/compile.ts: withLimit).
 
 /** Content larger than this comes out of a page statement as NULL, to be fetched on its own. */
 export const INLINE_CONTENT_BYTES = 64 * 1024;
 
 /**
  * The least inline limit: below it a page of many small resources would fetch each of them on its own.
- * A page statement of n rows may then hold n × 4 KiB beyond its budget (4 MiB at `_count=1000`).
+ * A page statement of n rows then holds at most the larger of its budget and n × 4 KiB.
  */
 export const MIN_INLINE_CONTENT_BYTES = 4 * 1024;
 
@@ -31,14 +32,14 @@ export function inlineContentBytes(budgetBytes: number, rows: number): number {
 
 /**
  * The content columns of a page statement for table alias `alias` (`resource` or `resource_history`):
- * `content` (NULL when larger than `inlineBytes`, an integer from inlineContentBytes), `content_bytes`
- * (its length in bytes; NULL when there is no content) and `content_version` (the version it is the
- * content of).
+ * `content` (NULL when larger than the statement's inline limit), `content_bytes` (its length in bytes;
+ * NULL when there is no content) and `content_version` (the version it is the content of). One `?`: the
+ * inline limit (inlineContentBytes), bound as the statement's first parameter where the columns come
+ * first in its text.
  */
-export function pageContentColumns(alias: string, inlineBytes: number): string {
-  if (!Number.isSafeInteger(inlineBytes) || inlineBytes < 0) throw new RangeError('inlineBytes: an integer');
+export function pageContentColumns(alias: string): string {
   const column = `${alias}.content`;
-  return `CASE WHEN octet_length(${column}) <= ${inlineBytes} THEN ${column} END AS content, octet_length(${column}) AS content_bytes, ${alias}.version AS content_version`;
+  return `CASE WHEN octet_length(${column}) <= ? THEN ${column} END AS content, octet_length(${column}) AS content_bytes, ${alias}.version AS content_version`;
 }
 
 /** A row of a page statement, as pageContentColumns selects its content. */
@@ -61,10 +62,8 @@ export interface ByteBudget {
 export interface FittedPage<R> {
   /** The leading rows that fit, each with its content. */
   readonly rows: R[];
-  /** Whether rows were left out: the budget ran out, or a content could not be read (`unreadable`). */
-  readonly cut: boolean;
-  /** The rows were cut at a content `fetch` could not read, not by the budget. */
-  readonly unreadable?: boolean;
+  /** Why rows were left out, if they were: the budget ran out, or `fetch` could not read a content. */
+  readonly cut?: 'budget' | 'unreadable';
 }
 
 /**
@@ -85,14 +84,14 @@ export async function fitPage<R extends PagedContent>(
     const row = rows[i];
     const bytes = Number(row.content_bytes ?? 0);
     const first = atLeastOne && out.length === 0;
-    if (bytes > budget.remaining && !first) return { rows: out, cut: true };
+    if (bytes > budget.remaining && !first) return { rows: out, cut: 'budget' };
     if (contentLeftOut(row)) {
       const content = await fetch(row);
-      if (content === undefined) return { rows: out, cut: true, unreadable: true };
+      if (content === undefined) return { rows: out, cut: 'unreadable' };
       row.content = content;
     }
     budget.remaining -= bytes;
     out.push(row);
   }
-  return { rows: out, cut: false };
+  return { rows: out };
 }

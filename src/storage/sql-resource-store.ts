@@ -264,10 +264,10 @@ export class SqlResourceStore implements ResourceStore {
       params.push(query.after.lastUpdated, query.after.lastUpdated, query.after.seq);
     }
     const rows = await read<HistoryRow>(
-      `SELECT seq, type, id, version, last_updated, operation, ${pageContentColumns('h', inlineContentBytes(query.maxBytes ?? Infinity, query.count + 1))} FROM resource_history h
+      `SELECT seq, type, id, version, last_updated, operation, ${pageContentColumns('h')} FROM resource_history h
         ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
         ORDER BY last_updated DESC, seq DESC LIMIT ?`,
-      [...params, query.count + 1],
+      [inlineContentBytes(query.maxBytes ?? Infinity, query.count + 1), ...params, query.count + 1],
     );
     // Versions never change: one the page statement left out is there to fetch, on the primary if this
     // read's replica has not replayed it yet.
@@ -282,7 +282,9 @@ export class SqlResourceStore implements ResourceStore {
     return {
       versions: page.rows.map(toVersion),
       next:
-        (rows.length > query.count || page.cut) && last ? { lastUpdated: last.last_updated, seq: last.seq } : undefined,
+        (rows.length > query.count || page.cut !== undefined) && last
+          ? { lastUpdated: last.last_updated, seq: last.seq }
+          : undefined,
     };
   }
 

@@ -12,7 +12,7 @@
 // PostgreSQL plans both forms as semi-joins from its statistics anyway; SQLite follows the form.
 // Chains join idx_reference to resource on (type, id); `_has` the other way round.
 import type { SqlValue } from '../../storage/sql/database.js';
-import { INLINE_CONTENT_BYTES, inlineContentBytes, pageContentColumns } from '../../storage/page-content.js';
+import { inlineContentBytes, pageContentColumns } from '../../storage/page-content.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
 import type { Plan, PlannedCriterion, PlannedInclude, PlannedSort } from '../plan.js';
 import { and, join, list, or, raw, Sql, sql, withAlias } from './fragment.js';
@@ -246,8 +246,8 @@ export interface PageBounds {
   readonly position?: readonly SqlValue[];
   /** Fetch the rows before `position` (a previous page), in reverse order. */
   readonly backwards?: boolean;
-  /** Contents larger than this come out as NULL (page-content.ts); default INLINE_CONTENT_BYTES. */
-  readonly inlineBytes?: number;
+  /** Contents larger than this come out as NULL (page-content.ts: inlineContentBytes). */
+  readonly inlineBytes: number;
 }
 
 /**
@@ -296,26 +296,47 @@ const direction = (descending: boolean): string => (descending ? 'DESC' : 'ASC')
  *  - otherwise: every match with its sort values, sorted (cheap when a selective criterion drives).
  */
 export function compileSearch(plan: Plan, dialect: Dialect, page: PageBounds): PageStatement {
-  const [first, ...rest] = pageStatements(plan, dialect, page);
-  return Object.assign(new Sql(first.text, first.params), { continuation: rest });
+  const [first, ...rest] = pageStatements(plan, dialect, page).map((statement) => {
+    const limitParam = statement.params.indexOf(PAGE_LIMIT);
+    if (limitParam < 0 || statement.params.lastIndexOf(PAGE_LIMIT) !== limitParam) {
+      throw new Error('A page statement has one row limit');
+    }
+    return withLimit(Object.assign(statement, { limitParam }), page.limit);
+  });
+  return Object.assign(first, { continuation: rest });
+}
+
+/** Stands for a page statement's row limit until compileSearch binds it. */
+const PAGE_LIMIT = '\u0000page-limit';
+
+/** A page statement and the index of its row limit in its params. */
+export type LimitedSql = Sql & { readonly limitParam: number };
+
+/**
+ * The statement with its row limit bound to `limit`: a continuation runs for the rows the statements
+ * before it left, so that the page's statements together hold at most one page of rows.
+ */
+export function withLimit(statement: LimitedSql, limit: number): LimitedSql {
+  const params = [...statement.params];
+  params[statement.limitParam] = limit;
+  return Object.assign(new Sql(statement.text, params), { limitParam: statement.limitParam });
 }
 
 /** A page query; when it returns less than a page, `continuation` runs next (NULLs-last phase). */
-export type PageStatement = Sql & { readonly continuation: readonly Sql[] };
+export type PageStatement = LimitedSql & { readonly continuation: readonly LimitedSql[] };
 
-/** The content columns of table alias `alias` in a statement of `page` (page-content.ts). */
-const contentOf = (alias: string, page: PageBounds): Sql =>
-  raw(pageContentColumns(alias, page.inlineBytes ?? INLINE_CONTENT_BYTES));
+/** The content columns of table alias `alias`, contents over `inlineBytes` left out (page-content.ts). */
+const contentColumns = (alias: string, inlineBytes: number): Sql => new Sql(pageContentColumns(alias), [inlineBytes]);
 
 function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
   const backwards = page.backwards ?? false;
   const prefix = raw(dialect.adhocStatement);
-  const limit = page.limit;
+  const limit = PAGE_LIMIT;
   if (plan.sort.length === 0) {
     const keyset = page.position ? keysetCondition([], page.position, raw('r0.pk'), backwards) : raw('1=1');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentOf('r0', page)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
     ];
   }
   if (plan.sort.every((s) => s.kind === 'column')) {
@@ -327,7 +348,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
     ];
     const values = keys.map((k, i) => `${k.expr.text} AS s${i}`).join(', ');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentOf('r0', page)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
     ];
   }
   const only = plan.sort[0];
@@ -346,7 +367,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   ].join(', ');
   const sortValues = keys.map((k) => k.expr.text).join(', ');
   return [
-    sql`${prefix}SELECT r.pk, r.id, r.type, ${contentOf('r', page)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
+    sql`${prefix}SELECT r.pk, r.id, r.type, ${contentColumns('r', page.inlineBytes)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
   ];
 }
 
@@ -378,11 +399,11 @@ function streamedSort(d: Dialect, plan: Plan, s: Extract<PlannedSort, { kind: 'i
   const filterR0 = resourceFilter(d, plan.criteria, 'r0', plan.types, 0);
   const valued = (keyset: Sql): Sql => {
     const order = `${s.column.text} ${direction(s.descending !== backwards)}, t.pk ${direction(backwards)}`;
-    const inner = sql`SELECT t.pk AS pk, ${s.column} AS s0 FROM ${raw(s.table)} t JOIN resource r0 ON r0.pk = t.pk WHERE ${spCondition('t', s.sps)}${filter('t')} AND ${keyset} AND ${holder} AND ${filterR0} ORDER BY ${raw(order)} LIMIT ${page.limit}`;
-    return sql`${prefix}SELECT r.pk, r.id, r.type, ${contentOf('r', page)}, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
+    const inner = sql`SELECT t.pk AS pk, ${s.column} AS s0 FROM ${raw(s.table)} t JOIN resource r0 ON r0.pk = t.pk WHERE ${spCondition('t', s.sps)}${filter('t')} AND ${keyset} AND ${holder} AND ${filterR0} ORDER BY ${raw(order)} LIMIT ${PAGE_LIMIT}`;
+    return sql`${prefix}SELECT r.pk, r.id, r.type, ${contentColumns('r', page.inlineBytes)}, q.s0 FROM (${inner}) q JOIN resource r ON r.pk = q.pk ORDER BY q.s0 ${raw(direction(s.descending !== backwards))}, q.pk ${raw(direction(backwards))}`;
   };
   const missing = (keyset: Sql): Sql =>
-    sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentOf('r0', page)}, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${page.limit}`;
+    sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)}, NULL AS s0 FROM resource r0 WHERE ${filterR0} AND NOT EXISTS (SELECT 1 FROM ${raw(s.table)} u WHERE u.pk = r0.pk AND ${spCondition('u', s.sps, d)}${filter('u')}${raw(d.probeSuffix)}) AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${PAGE_LIMIT}`;
   const valueKeyset = (): Sql =>
     position && !inNullPhase
       ? keysetCondition([{ expr: s.column, descending: s.descending }], position, raw('t.pk'), backwards, false)
@@ -450,11 +471,7 @@ export interface CompiledInclude {
  * `inlineBytes`: contents larger than this come out as NULL (page-content.ts); an include statement
  * reads up to MAX_INCLUDED + 1 rows.
  */
-export function compileInclude(
-  dialect: Dialect,
-  include: PlannedInclude,
-  inlineBytes = INLINE_CONTENT_BYTES,
-): CompiledInclude {
+export function compileInclude(dialect: Dialect, include: PlannedInclude, inlineBytes: number): CompiledInclude {
   const prefix = raw(dialect.adhocStatement);
   const { directive } = include;
   let pks: Sql;
@@ -485,7 +502,7 @@ export function compileInclude(
         : 'any';
   }
   const types = directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
-  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, ${raw(pageContentColumns('r', inlineBytes))} FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
+  const statement = sql`${prefix}SELECT r.pk, r.id, r.type, ${contentColumns('r', inlineBytes)} FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
   return {
     reverse: directive.reverse,
     iterate: directive.iterate,
@@ -536,7 +553,7 @@ export interface SearchShape {
  */
 export interface CompiledSearch {
   /** The page query and its continuation (the NULLs-last phase of a sort), run until the page is full. */
-  readonly page: readonly Sql[];
+  readonly page: readonly LimitedSql[];
   /** Rows the page statements fetch (`_count` + 1, to know whether there is more); 0: none. */
   readonly pageLimit: number;
   /** Counts every match: `_total=accurate`, `_summary=count`. */
@@ -554,7 +571,7 @@ export interface CompiledSearch {
 export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: SearchShape): CompiledSearch {
   if (shape.summaryCount) return { page: [], pageLimit: 0, count: compileCount(plan, dialect), includes: [] };
   const pageLimit = shape.count > 0 ? shape.count + 1 : 0;
-  let page: Sql[] = [];
+  let page: LimitedSql[] = [];
   if (pageLimit > 0) {
     const first = compileSearch(plan, dialect, {
       limit: pageLimit,

@@ -1,16 +1,14 @@
 import { evalFhirPathTyped, parseFhirPath, toTypedValue } from '@medplum/core';
 import type { TypedValue } from '@medplum/core';
 import { describe, expect, it } from 'vitest';
-import { evaluateInvariant } from './invariants.js';
+import { evaluateInvariant, shortCircuitOf } from './invariants.js';
 import type { InvariantScope } from './invariants.js';
 import type { CompiledConstraint } from './shapes.js';
 
-const constraint = (expression: string): CompiledConstraint => ({
-  key: 'test-1',
-  human: expression,
-  expression,
-  atom: parseFhirPath(expression),
-});
+const constraint = (expression: string): CompiledConstraint => {
+  const atom = parseFhirPath(expression);
+  return { key: 'test-1', human: expression, expression, atom, shortCircuit: shortCircuitOf(atom) };
+};
 
 const scopeOf = (resource: unknown): InvariantScope => ({
   resource: toTypedValue(resource),
@@ -46,6 +44,7 @@ describe('invariants decided side by side', () => {
     ['a = 1 or b = 2', { a: 2, b: 2 }, false],
     ['a = 1 or b = 2', { a: 2, b: 3 }, true],
     ['a = 1 or b = 2', { a: 2 }, false],
+    ['a = 1 or b = 2', { b: 3 }, false],
     // A left side that is not a single boolean: the whole expression decides.
     ['a or b = 2', { a: 'text', b: 3 }, false],
     ['a or b = 2', { a: ['x', 'y'], b: 3 }, false],
@@ -59,6 +58,8 @@ describe('invariants decided side by side', () => {
     ['a = 1 implies b = 2', { a: 2, b: 3 }, false],
     ['a = 1 implies b = 2', { a: 1, b: 3 }, true],
     ['a = 1 implies b = 2', { a: 1 }, false],
+    ['a = 1 implies b = 2', {}, false],
+    ['a = 1 implies b.foo()', {}, false],
     ['a implies b = 2', { a: 'text', b: 3 }, false],
     // Neither `or` nor `implies` at the top.
     ['a = 1 and b = 2', { a: 1, b: 3 }, true],
@@ -68,6 +69,7 @@ describe('invariants decided side by side', () => {
 
   it.each(cases)('%s on %j', (expression, value, fails) => {
     const context = toTypedValue(value);
+    expect(constraint(expression).shortCircuit !== undefined).toBe(/ (or|implies) /.test(expression));
     const scope = scopeOf(resource);
     const outcome = evaluateInvariant(constraint(expression), context, scope);
     expect(outcome === 'fail').toBe(fails);
@@ -84,5 +86,24 @@ describe('invariants decided side by side', () => {
     // Where it does not decide, the right side is evaluated, and its error is an error as before.
     expect(evaluateInvariant(constraint('a.exists() or (1 | 2).single() = 1'), toTypedValue({}), scope)).toBe('error');
     expect(evaluateInvariant(constraint('a.exists() implies b.foo()'), toTypedValue({ a: 1 }), scope)).toBe('error');
+  });
+
+  // A boolean element read through the engine's type schema with a `_` sibling comes out boxed (a
+  // Boolean object holding the extension), which `or` and `implies` read otherwise than a plain boolean.
+  it.each([
+    ['userSelected or (1 = 2)', false],
+    ['userSelected or (1 = 2)', true],
+    ['(1 = 1) implies userSelected', false],
+    ['(1 = 1) implies userSelected', true],
+    ['userSelected implies (1 = 2)', false],
+    ['userSelected implies (1 = 2)', true],
+  ] as const)('%s on a Coding whose userSelected is %s, with an extension', (expression, userSelected) => {
+    const context: TypedValue = {
+      type: 'Coding',
+      value: { code: 'x', userSelected, _userSelected: { id: 'u' } },
+    };
+    const scope = scopeOf(resource);
+    const outcome = evaluateInvariant(constraint(expression), context, scope);
+    expect(outcome === 'fail').toBe(whole(expression, context, scope) === 'fail');
   });
 });

@@ -18,7 +18,10 @@ export type InvariantOutcome = 'pass' | 'fail' | 'error';
 
 const UCUM = toTypedValue('http://unitsofmeasure.org');
 
-/** Constraint keys whose evaluation threw, with the first message; the spec-example tests report these. */
+/**
+ * Constraint keys whose evaluation threw, with the first message, to diagnose the engine (a right side
+ * that was not evaluated throws nothing).
+ */
 export const invariantEvaluationErrors = new Map<string, string>();
 
 /**
@@ -47,7 +50,7 @@ function evaluate(constraint: CompiledConstraint, context: TypedValue, scope: In
     '%ucum': UCUM,
   };
   try {
-    return outcomeOf(constraint.atom, context, variables);
+    return outcomeOf(constraint, context, variables);
   } catch (err) {
     if (!invariantEvaluationErrors.has(constraint.key)) {
       invariantEvaluationErrors.set(constraint.key, (err as Error).message);
@@ -56,58 +59,67 @@ function evaluate(constraint: CompiledConstraint, context: TypedValue, scope: In
   }
 }
 
-const isTrue = (result: TypedValue[]) => result.length === 1 && result[0].value === true;
-const isFalse = (result: TypedValue[]) => result.length === 1 && result[0].value === false;
-
 /** The sides of an expression's top-level `or` or `implies`, each as an expression of its own. */
-interface ShortCut {
+export interface ShortCircuit {
   readonly left: FhirPathAtom;
   readonly right: FhirPathAtom;
   readonly implies: boolean;
 }
 
-const shortCuts = new WeakMap<FhirPathAtom, ShortCut | null>();
+/** The sides of `atom`'s top-level `or` or `implies` (shapes.ts keeps them with the constraint). */
+export function shortCircuitOf(atom: FhirPathAtom): ShortCircuit | undefined {
+  const top = atom.child;
+  if (!(top instanceof OrAtom || top instanceof ImpliesAtom)) return undefined;
+  return {
+    left: new FhirPathAtom(atom.original, top.left),
+    right: new FhirPathAtom(atom.original, top.right),
+    implies: top instanceof ImpliesAtom,
+  };
+}
 
-function shortCutOf(atom: FhirPathAtom): ShortCut | null {
-  let cut = shortCuts.get(atom);
-  if (cut === undefined) {
-    const top = atom.child;
-    cut =
-      top instanceof OrAtom || top instanceof ImpliesAtom
-        ? {
-            left: new FhirPathAtom(atom.original, top.left),
-            right: new FhirPathAtom(atom.original, top.right),
-            implies: top instanceof ImpliesAtom,
-          }
-        : null;
-    shortCuts.set(atom, cut);
-  }
-  return cut;
+/**
+ * A side's result as the operator sees it: undefined when empty, the boolean when it is one plain boolean,
+ * `other` for anything else (several items, another type, a boxed value), which the operator may read
+ * differently than its value suggests.
+ */
+function sideValue(atom: FhirPathAtom, context: TypedValue, variables: Record<string, TypedValue>) {
+  // Evaluated as the operator evaluates its operands: evalFhirPathTyped would unbox its results.
+  const result = atom.eval({ variables }, [context]);
+  if (result.length === 0) return undefined;
+  const [only] = result;
+  return result.length === 1 && only.type === 'boolean' && typeof only.value === 'boolean' ? only.value : 'other';
 }
 
 /**
  * Whether the expression yields `false`. A top-level `or` or `implies` is decided side by side, as
- * FHIRPath's three-valued logic allows: `true or x` is true whatever `x` is, and `a implies x` is never
- * false when `a` is false or empty (an `x` the engine cannot evaluate passed before too: see
+ * FHIRPath's three-valued logic allows: `true or x` and `{} or x` are never false whatever `x` is, nor
+ * are `false implies x` and `{} implies x` (an `x` the engine cannot evaluate passed before too: see
  * evaluateInvariant), so the right side is not evaluated; after `false or` and `true implies` a right
- * side of true, false or empty decides. The right sides skipped so are the costly ones of the commonest
- * rules: ref-1 reads `%rootResource.contained` for every Reference (half of all validation time on the
- * Synthea fixtures) although only a `#` reference needs it. Any other result of a side (not a single
- * boolean) leaves it to the whole expression, evaluated as written, so nothing that failed before
- * passes now, nor the other way round.
+ * side that is a plain boolean or empty decides. The right sides skipped so are the costly ones of the
+ * commonest rules: ref-1 reads `%rootResource.contained` for every Reference (half of all validation
+ * time on the Synthea fixtures) although only a `#` reference needs it. Any other result of a side
+ * leaves it to the whole expression, evaluated as written, so nothing that failed before passes now,
+ * nor the other way round.
  */
-function outcomeOf(atom: FhirPathAtom, context: TypedValue, variables: Record<string, TypedValue>): 'pass' | 'fail' {
-  const cut = shortCutOf(atom);
-  if (cut) {
-    const left = evalFhirPathTyped(cut.left, [context], variables);
-    if (cut.implies ? left.length === 0 || isFalse(left) : isTrue(left)) return 'pass';
-    if (cut.implies ? isTrue(left) : isFalse(left)) {
-      const right = evalFhirPathTyped(cut.right, [context], variables);
-      if (isFalse(right)) return 'fail';
-      if (right.length === 0 || isTrue(right)) return 'pass';
+function outcomeOf(
+  constraint: CompiledConstraint,
+  context: TypedValue,
+  variables: Record<string, TypedValue>,
+): 'pass' | 'fail' {
+  const sides = constraint.shortCircuit;
+  if (sides) {
+    const left = sideValue(sides.left, context, variables);
+    // `true or x`, `false implies x`.
+    const decisive = !sides.implies;
+    if (left === undefined || left === decisive) return 'pass';
+    if (left !== 'other') {
+      const right = sideValue(sides.right, context, variables);
+      if (right === false) return 'fail';
+      if (right === undefined || right === true) return 'pass';
     }
   }
-  return isFalse(evalFhirPathTyped(atom, [context], variables)) ? 'fail' : 'pass';
+  const result = evalFhirPathTyped(constraint.atom, [context], variables);
+  return result.length === 1 && result[0].value === false ? 'fail' : 'pass';
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -14,6 +14,8 @@ import {
   type Atom,
 } from '@medplum/core';
 import type { ElementRule, ElementType, R4Registry, ValueSetRule } from '../definitions/registry.js';
+import { shortCircuitOf } from './invariants.js';
+import type { ShortCircuit } from './invariants.js';
 
 export interface CompiledConstraint {
   key: string;
@@ -27,6 +29,8 @@ export interface CompiledConstraint {
    */
   roots?: string[];
   outcomeWhenRootsAbsent?: 'pass' | 'fail' | 'error';
+  /** The sides of a top-level `or` or `implies`, decided one by one (invariants.ts). */
+  shortCircuit?: ShortCircuit;
 }
 
 /** One element of an object, however many JSON properties it spans (a choice spans one per type). */
@@ -233,7 +237,7 @@ function compileConstraints(rules: ElementRule['constraints']): CompiledConstrai
   return (rules ?? []).map((rule) => {
     const atom = parseFhirPath(rule.expression);
     const roots = rootIdentifiers(atom.child);
-    return { ...rule, atom, roots: roots ? [...roots] : undefined };
+    return { ...rule, atom, roots: roots ? [...roots] : undefined, shortCircuit: shortCircuitOf(atom) };
   });
 }
 

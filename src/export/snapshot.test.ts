@@ -36,9 +36,9 @@ describe('pageQuery', () => {
   it('walks one type by pk after a keyset position, bound values only', () => {
     const page = pageQuery(sqliteDialect, 'Patient', raw('r0.id = r0.id'), window, 42, 10);
     expect(page.text).toBe(
-      'SELECT r0.pk, r0.last_updated, r0.deleted, CASE WHEN octet_length(r0.content) <= 65536 THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.type = ? AND r0.pk > ? AND ((r0.deleted = 0 AND r0.last_updated > ?) OR r0.last_updated > ?) AND r0.id = r0.id) ORDER BY r0.pk LIMIT ?',
+      'SELECT r0.pk, r0.last_updated, r0.deleted, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.type = ? AND r0.pk > ? AND ((r0.deleted = 0 AND r0.last_updated > ?) OR r0.last_updated > ?) AND r0.id = r0.id) ORDER BY r0.pk LIMIT ?',
     );
-    expect(page.params).toEqual(['Patient', 42, 500, 1000, 10]);
+    expect(page.params).toEqual([65536, 'Patient', 42, 500, 1000, 10]);
     expect(pageQuery(postgresDialect, 'Patient', undefined, { until: 1000 }, 0).text).toMatch(
       /^\/\*adhoc\*\/ SELECT .* WHERE \(r0\.type = \? AND r0\.pk > \? AND \(r0\.deleted = 0 OR r0\.last_updated > \?\) AND 1=1\) ORDER BY r0\.pk LIMIT \?$/,
     );

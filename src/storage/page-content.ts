@@ -20,7 +20,7 @@ export const MIN_INLINE_CONTENT_BYTES = 4 * 1024;
 
 /**
  * The inline limit of a statement of up to `rows` rows whose page may carry `budgetBytes`: the budget's
- * share per row, as a power of two (few distinct statement texts) between MIN_INLINE_CONTENT_BYTES and
+ * share per row, rounded down to a power of two between MIN_INLINE_CONTENT_BYTES and
  * INLINE_CONTENT_BYTES. A statement of 1,001 rows under the default 32 MiB inlines up to 32 KiB each.
  */
 export function inlineContentBytes(budgetBytes: number, rows: number): number {

@@ -332,11 +332,10 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
   const backwards = page.backwards ?? false;
   const prefix = raw(dialect.adhocStatement);
-  const limit = PAGE_LIMIT;
   if (plan.sort.length === 0) {
     const keyset = page.position ? keysetCondition([], page.position, raw('r0.pk'), backwards) : raw('1=1');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY r0.pk ${raw(direction(backwards))} LIMIT ${PAGE_LIMIT}`,
     ];
   }
   if (plan.sort.every((s) => s.kind === 'column')) {
@@ -348,7 +347,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
     ];
     const values = keys.map((k, i) => `${k.expr.text} AS s${i}`).join(', ');
     return [
-      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${limit}`,
+      sql`${prefix}SELECT r0.pk, r0.id, r0.type, ${contentColumns('r0', page.inlineBytes)}, ${raw(values)} FROM resource r0 WHERE ${filter} AND ${keyset} ORDER BY ${raw(order.join(', '))} LIMIT ${PAGE_LIMIT}`,
     ];
   }
   const only = plan.sort[0];
@@ -367,7 +366,7 @@ function pageStatements(plan: Plan, dialect: Dialect, page: PageBounds): Sql[] {
   ].join(', ');
   const sortValues = keys.map((k) => k.expr.text).join(', ');
   return [
-    sql`${prefix}SELECT r.pk, r.id, r.type, ${contentColumns('r', page.inlineBytes)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${limit}`,
+    sql`${prefix}SELECT r.pk, r.id, r.type, ${contentColumns('r', page.inlineBytes)}, ${raw(sortValues)} FROM (SELECT r0.pk AS pk, ${join(columns, ', ')} FROM resource r0 WHERE ${filter}) q JOIN resource r ON r.pk = q.pk WHERE ${keyset} ORDER BY ${raw(order)} LIMIT ${PAGE_LIMIT}`,
   ];
 }
 
@@ -571,6 +570,8 @@ export interface CompiledSearch {
 export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: SearchShape): CompiledSearch {
   if (shape.summaryCount) return { page: [], pageLimit: 0, count: compileCount(plan, dialect), includes: [] };
   const pageLimit = shape.count > 0 ? shape.count + 1 : 0;
+  // An include statement reads up to MAX_INCLUDED + 1 rows.
+  const includeInline = inlineContentBytes(shape.maxPageBytes, MAX_INCLUDED + 1);
   let page: LimitedSql[] = [];
   if (pageLimit > 0) {
     const first = compileSearch(plan, dialect, {
@@ -600,8 +601,6 @@ export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: Sea
         ? compileCount(plan, dialect)
         : undefined,
     estimate,
-    includes: plan.includes.map((include) =>
-      compileInclude(dialect, include, inlineContentBytes(shape.maxPageBytes, MAX_INCLUDED + 1)),
-    ),
+    includes: plan.includes.map((include) => compileInclude(dialect, include, includeInline)),
   };
 }

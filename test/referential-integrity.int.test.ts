@@ -2,13 +2,16 @@
 // others refer to cannot be deleted. Off by default (tested too), on both databases.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadR4Definitions } from '../src/definitions/registry.js';
+import { ReferenceParser } from '../src/fhir/references.js';
 import { localReferences } from '../src/storage/link-writer.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 
 describe('localReferences', () => {
-  it('finds relative and own-base references, also in contained resources, and nothing else', () => {
+  const registry = loadR4Definitions();
+  it('finds relative and own-base references (http or https), also in contained resources, and nothing else', () => {
     const refs = localReferences(
       {
         resourceType: 'Observation',
@@ -16,6 +19,8 @@ describe('localReferences', () => {
         performer: [
           { reference: 'https://fhir.example/fhir/Practitioner/d1/_history/2' },
           { reference: 'https://other.example/fhir/Practitioner/x' },
+          // The http spelling of an https base names this server too (a proxy may end TLS).
+          { reference: 'http://fhir.example/fhir/Organization/o1' },
         ],
         hasMember: [{ reference: '#c1' }, { reference: 'urn:uuid:0f1e' }, { reference: 'Patient?identifier=a|b' }],
         contained: [
@@ -27,11 +32,12 @@ describe('localReferences', () => {
           },
         ],
       },
-      'https://fhir.example/fhir',
+      new ReferenceParser('https://fhir.example/fhir', (t) => registry.isResourceType(t)),
     );
     expect(refs).toEqual([
       { type: 'Patient', id: 'p1' },
       { type: 'Practitioner', id: 'd1' },
+      { type: 'Organization', id: 'o1' },
       { type: 'Device', id: 'dev' },
     ]);
   });

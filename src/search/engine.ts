@@ -28,7 +28,7 @@ import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
 import { transactionRunner } from './transaction-runner.js';
-import { ReferenceParser } from './values/references.js';
+import { ReferenceParser } from '../fhir/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
   readonly catalog: SearchCatalog;

@@ -29,6 +29,7 @@ export function createFhirServices(
     types: definitions,
     validate: (resource) => validateResource(resource, definitions, search.catalog.references),
     baseUrl: `${config.publicUrl}/fhir`,
+    references: search.catalog.references,
     writePositions:
       config.databaseReadUrls.length > 0 && db.dialect.writePosition !== undefined ? new WritePositions(db) : undefined,
   };

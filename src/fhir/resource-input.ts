@@ -2,7 +2,7 @@ import { AppError } from '../errors.js';
 import type { OutcomeIssue } from '../errors.js';
 import type { FhirResource } from '../storage/store.js';
 import type { ValidationIssue } from '../validation/validate.js';
-import { requireKnowableReferences } from './access.js';
+import { requireBinaryContext, requireKnowableReferences } from './access.js';
 import type { FhirRequest, FhirServices } from './services.js';
 
 /**
@@ -45,6 +45,7 @@ export function acceptResource(request: FhirRequest, type: string, body: unknown
   const issues = services.validate(resource).filter((issue) => issue.severity === 'error');
   if (issues.length > 0) throw invalidResourceError(services, type, issues);
   requireKnowableReferences(request, resource as FhirResource, expectedId);
+  if (type === 'Binary') requireBinaryContext(request, resource, 'write');
   return resource as FhirResource;
 }
 

@@ -94,7 +94,7 @@ export function createImportCommand(io: CliIo = processIo()): Command {
       limitHeapGrowth();
       const config = loadCliConfig(io);
       const db = await openCliDatabase(config, { ...config, bulkLoad: true });
-      const validationPool = new ValidationPool();
+      const validationPool = new ValidationPool(undefined, `${config.publicUrl}/fhir`);
       try {
         const parallel = db.dialect.concurrentWriters;
         const importer = new Importer(createFhirServices(config, db, loadR4Definitions()), {

@@ -1,5 +1,8 @@
 import type { FhirAction } from '../auth/principal.js';
 import { AppError } from '../errors.js';
+import { localReferences } from '../storage/link-writer.js';
+import type { FhirResource } from '../storage/store.js';
+import { securityContextType } from './binary.js';
 import type { FhirRequest } from './services.js';
 
 const ACTION_LETTER: Record<FhirAction, string> = { create: 'c', read: 'r', update: 'u', delete: 'd', search: 's' };
@@ -12,4 +15,57 @@ export function requireAccess(request: FhirRequest, action: FhirAction, type: st
       `The token's scopes do not allow ${action} on ${type} (needs system/${type}.${ACTION_LETTER[action]} or wider)`,
     );
   }
+}
+
+/** The types whose resources the caller may read (and so be told about). */
+export function mayRead(request: FhirRequest): (type: string) => boolean {
+  return (type) => request.principal.canFhir('read', type);
+}
+
+/**
+ * With AMBIENT_REFERENTIAL_INTEGRITY a write whose reference points at nothing is refused, so its answer
+ * tells whether the target exists. A writer may therefore refer only to what it could look up anyway
+ * (types it may read or search), to the resource it writes, or to what its transaction Bundle writes;
+ * any other reference is a 403 whether or not its target exists (docs/api.md).
+ */
+export function requireKnowableReferences(request: FhirRequest, resource: FhirResource, id?: string): void {
+  const services = request.services;
+  if (!services.config.referentialIntegrity) return;
+  const { principal } = request;
+  for (const target of localReferences(resource, services.references)) {
+    if (principal.canFhir('read', target.type) || principal.canFhir('search', target.type)) continue;
+    if (target.type === resource.resourceType && target.id === id) continue;
+    if (request.bundleTargets?.has(`${target.type}/${target.id}`)) continue;
+    throw new AppError(
+      'forbidden',
+      `With referential integrity on, a reference to a ${target.type} needs system/${target.type}.r or .s (or wider): the check would tell whether it exists`,
+    );
+  }
+}
+
+/** Does a Binary's securityContext let the caller see its content? (Its own type's scope is checked apart.) */
+export function mayReadBinary(request: FhirRequest, content: string | Record<string, unknown>): boolean {
+  const context = securityContextType(content, request.services.references);
+  if (context === undefined) return true;
+  if (context !== '*') return request.principal.canFhir('read', context);
+  return request.services.types.resourceTypes.every((t) => request.principal.canFhir('read', t));
+}
+
+/**
+ * A Binary with a securityContext is read only by a caller who may read what it points to (CONTRACT.md):
+ * 403 otherwise. Writing one that points at X needs read access to X's type, so that no one attaches
+ * content to, or takes it from, records it may not see.
+ */
+export function requireBinaryContext(
+  request: FhirRequest,
+  content: string | Record<string, unknown>,
+  doing: 'read' | 'write',
+): void {
+  if (mayReadBinary(request, content)) return;
+  const context = securityContextType(content, request.services.references);
+  const needs = context === '*' ? 'system/*.r' : `system/${context}.r or wider`;
+  throw new AppError(
+    'forbidden',
+    `This Binary's securityContext ${context === '*' ? 'names no resource of this server' : `points at a ${context}`}: to ${doing} it needs ${needs}`,
+  );
 }

@@ -4,6 +4,7 @@
 // http/binary-reply.ts.
 import { AppError } from '../errors.js';
 import { isValidId } from './ids.js';
+import type { ReferenceParser } from './references.js';
 
 /** A request body stored as it is (anything but a Binary resource in FHIR JSON sent to a Binary). */
 export class RawContent {
@@ -153,4 +154,21 @@ function servableContentType(contentType: unknown): string {
   } catch {
     return 'application/octet-stream';
   }
+}
+
+/**
+ * The resource type a Binary's `securityContext` stands for (https://hl7.org/fhir/R4/binary.html: the
+ * resource whose access rules the Binary takes): undefined when it has none, '*' when it names something
+ * that is no resource of this server (another server, an identifier only), which only a caller who may
+ * read every type may then read.
+ */
+export function securityContextType(
+  binary: string | Record<string, unknown>,
+  references: ReferenceParser,
+): string | undefined {
+  const resource = (typeof binary === 'string' ? JSON.parse(binary) : binary) as { securityContext?: unknown };
+  const context = resource.securityContext;
+  if (context === undefined || context === null) return undefined;
+  const reference = (context as { reference?: unknown }).reference;
+  return (typeof reference === 'string' && references.local(reference)?.type) || '*';
 }

@@ -21,14 +21,15 @@ export function createFhirServices(
     config,
     store: new SqlResourceStore(
       db,
-      [search.indexWriter, new LinkWriter(`${config.publicUrl}/fhir`)],
+      [search.indexWriter, new LinkWriter(search.catalog.references)],
       Date.now,
       config.referentialIntegrity,
     ),
     search,
     types: definitions,
-    validate: (resource) => validateResource(resource, definitions),
+    validate: (resource) => validateResource(resource, definitions, search.catalog.references),
     baseUrl: `${config.publicUrl}/fhir`,
+    references: search.catalog.references,
     writePositions:
       config.databaseReadUrls.length > 0 && db.dialect.writePosition !== undefined ? new WritePositions(db) : undefined,
   };

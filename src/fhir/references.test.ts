@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fixturesDir } from '../../test/support/fixtures.js';
-import { copyWithReferences, forEachReference } from './references.js';
+import { copyWithReferences, forEachReference, ReferenceParser } from './references.js';
 
 describe('copyWithReferences', () => {
   const resource = {
@@ -63,5 +63,41 @@ describe('copyWithReferences', () => {
       }
     }
     expect(copied).toBeGreaterThan(100);
+  });
+});
+
+describe('references', () => {
+  const parser = new ReferenceParser('https://fhir.example/fhir', (t) => ['Patient', 'Observation'].includes(t));
+  it.each([
+    ['Patient/1', { type: 'Patient', id: '1' }],
+    ['Patient/1/_history/3', { type: 'Patient', id: '1' }],
+    ['https://fhir.example/fhir/Patient/1', { type: 'Patient', id: '1' }],
+    ['http://fhir.example/fhir/Patient/1', { type: 'Patient', id: '1' }],
+    ['https://other.example/fhir/Patient/1', { type: '', id: 'https://other.example/fhir/Patient/1' }],
+    ['Foo/1', { type: '', id: 'Foo/1' }],
+    ['urn:uuid:123', { type: '', id: 'urn:uuid:123' }],
+    ['Patient?identifier=a|b', { type: '', id: 'Patient?identifier=a|b' }],
+  ])('%s', (reference, expected) => {
+    expect(parser.parse(reference)).toEqual(expected);
+  });
+  it('does not index contained references', () => {
+    expect(parser.parse('#c1')).toBeUndefined();
+  });
+  it.each([
+    ['Patient/1', { type: 'Patient', id: '1' }],
+    ['https://fhir.example/fhir/Patient/1/_history/2', { type: 'Patient', id: '1' }],
+    ['http://fhir.example/fhir/Observation/o', { type: 'Observation', id: 'o' }],
+    ['https://fhir.example/fhir2/Patient/1', undefined],
+    ['https://other.example/fhir/Patient/1', undefined],
+    ['Foo/1', undefined],
+    ['#c1', undefined],
+    ['urn:uuid:123', undefined],
+  ])('local(%s): the resource of this server it names, http or https alike', (reference, expected) => {
+    expect(parser.local(reference)).toEqual(expected);
+  });
+  it('without a base knows relative references only', () => {
+    const relativeOnly = new ReferenceParser(undefined, (t) => t === 'Patient');
+    expect(relativeOnly.local('Patient/1')).toEqual({ type: 'Patient', id: '1' });
+    expect(relativeOnly.local('https://fhir.example/fhir/Patient/1')).toBeUndefined();
   });
 });

@@ -1,5 +1,54 @@
-// Reference rewriting for transaction Bundles: fullUrls (urn:uuid:, urn:oid:, absolute) of entries
-// become the `Type/id` the transaction assigns, in every reference of every entry, nested and contained.
+// References (https://hl7.org/fhir/R4/references.html#literal): the one parser that tells a reference to
+// a resource of this server from any other, used by indexing, resource links, validation and so
+// includes; and the rewriting of transaction Bundles: fullUrls (urn:uuid:, urn:oid:, absolute) of
+// entries become the `Type/id` the transaction assigns, in every reference of every entry.
+
+export interface ReferenceKey {
+  /** '' for a URL. */
+  readonly type: string;
+  /** The id, or the whole URL when type is ''. */
+  readonly id: string;
+}
+
+const LOCAL = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+
+/**
+ * A reference is local when it is `Type/id` (optionally `/_history/vid`) with a type R4 defines, either
+ * relative or absolute on the server's own FHIR base, in http or https (a proxy may end TLS, so both
+ * spellings of the configured base name this server). Everything else (other servers, canonicals,
+ * urn:uuid, conditional references, `#contained`) is not a resource of this server.
+ */
+export class ReferenceParser {
+  private readonly bases: string[];
+
+  /** @param baseUrl the server's FHIR base (`https://host/fhir`); undefined: relative references only. */
+  constructor(
+    baseUrl: string | undefined,
+    private readonly isResourceType: (name: string) => boolean,
+  ) {
+    const withoutScheme = baseUrl?.replace(/\/+$/, '').replace(/^https?:\/\//, '');
+    this.bases = withoutScheme === undefined ? [] : [`http://${withoutScheme}/`, `https://${withoutScheme}/`];
+  }
+
+  /** The resource of this server a reference names, or undefined. */
+  local(reference: string): { type: string; id: string } | undefined {
+    let relative = reference;
+    for (const base of this.bases) {
+      if (reference.startsWith(base)) {
+        relative = reference.slice(base.length);
+        break;
+      }
+    }
+    const m = LOCAL.exec(relative);
+    return m && this.isResourceType(m[1]) ? { type: m[1], id: m[2] } : undefined;
+  }
+
+  /** As the reference index stores it: a local reference split, any other kept whole; `#x` and '' not at all. */
+  parse(reference: string): ReferenceKey | undefined {
+    if (reference === '' || reference.startsWith('#')) return undefined;
+    return this.local(reference) ?? { type: '', id: reference };
+  }
+}
 
 /** Calls `visit` for every `reference` string in a resource, with a setter to replace it. */
 export function forEachReference(

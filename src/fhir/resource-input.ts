@@ -2,14 +2,17 @@ import { AppError } from '../errors.js';
 import type { OutcomeIssue } from '../errors.js';
 import type { FhirResource } from '../storage/store.js';
 import type { ValidationIssue } from '../validation/validate.js';
-import type { FhirServices } from './services.js';
+import { requireBinaryContext, requireKnowableReferences } from './access.js';
+import type { FhirRequest, FhirServices } from './services.js';
 
 /**
  * Checks a request body that should be a resource of `type`: 400 when it is not a JSON object of that
  * type (or carries another id than the URL's), then the R4 validation (401 by CONTRACT.md, or 400/422
- * with AMBIENT_FHIR_STANDARD_STATUS=1). Nothing is stored unless this returns.
+ * with AMBIENT_FHIR_STANDARD_STATUS=1), then what its references may point at (access.ts). Nothing is
+ * stored unless this returns.
  */
-export function acceptResource(services: FhirServices, type: string, body: unknown, expectedId?: string): FhirResource {
+export function acceptResource(request: FhirRequest, type: string, body: unknown, expectedId?: string): FhirResource {
+  const { services } = request;
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new AppError('invalid-json', 'The request body must be a JSON object holding a FHIR resource');
   }
@@ -41,6 +44,8 @@ export function acceptResource(services: FhirServices, type: string, body: unkno
   // data types because they are replaced, but their presence must not make the resource invalid.
   const issues = services.validate(resource).filter((issue) => issue.severity === 'error');
   if (issues.length > 0) throw invalidResourceError(services, type, issues);
+  requireKnowableReferences(request, resource as FhirResource, expectedId);
+  if (type === 'Binary') requireBinaryContext(request, resource, 'write');
   return resource as FhirResource;
 }
 

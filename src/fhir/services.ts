@@ -4,6 +4,7 @@ import type { CompartmentRule } from '../definitions/registry.js';
 import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
 import type { WritePositions } from '../storage/write-positions.js';
+import type { ReferenceParser } from './references.js';
 import type { FhirResponse } from './response.js';
 import type { ValidationIssue } from '../validation/validate.js';
 
@@ -102,6 +103,8 @@ export interface FhirServices {
   readonly search: SearchEngine;
   /** `${AMBIENT_PUBLIC_URL}/fhir`, the base of every absolute link. */
   readonly baseUrl: string;
+  /** Which references name a resource of this server (the parser indexing and validation use). */
+  readonly references: ReferenceParser;
   /** Each account's last write position, kept only when searches may read from replicas (DATABASE_READ_URLS). */
   readonly writePositions?: WritePositions;
 }
@@ -116,4 +119,6 @@ export interface FhirRequest {
    * its own budget when absent.
    */
   readonly budget?: ReadBudget;
+  /** In a transaction Bundle: the `Type/id` of the entries it writes (references to them need no read scope). */
+  readonly bundleTargets?: ReadonlySet<string>;
 }

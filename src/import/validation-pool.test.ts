@@ -55,6 +55,33 @@ describe('ValidationPool', () => {
     pool.release(keys);
   });
 
+  it('checks absolute references on the server base as the write path does, given the base', async () => {
+    const base = 'https://fhir.example/fhir';
+    const withBase = new ValidationPool(1, base);
+    try {
+      const mistyped = { resourceType: 'Encounter', status: 'planned', class: { code: 'AMB' } };
+      const lines = [`http://fhir.example/fhir/Condition/c1`, `${base}/Condition/c1`].map((reference) =>
+        JSON.stringify({ ...mistyped, partOf: { reference } }),
+      );
+      const keys = await withBase.prevalidate(lines);
+      expect(keys).toHaveLength(2);
+      const validate = withBase.validateWith(() => {
+        throw new Error('validated on the writer: the worker gave no verdict');
+      });
+      for (const line of lines) {
+        expect(validate(JSON.parse(line))).toEqual([
+          expect.objectContaining({
+            expression: 'Encounter.partOf.reference',
+            diagnostics: expect.stringContaining('reference to a Condition is not allowed here'),
+          }),
+        ]);
+      }
+      withBase.release(keys);
+    } finally {
+      await withBase.close();
+    }
+  });
+
   it('uses a verdict once, and forgets released ones', async () => {
     const validate = pool.validateWith(inline);
     const keys = await pool.prevalidate([JSON.stringify(valid), JSON.stringify(invalid)]);

@@ -20,11 +20,13 @@ import type { ValidationReply, ValidationRequest } from './validation-protocol.j
 const WORKER_EXTENSION = extname(fileURLToPath(import.meta.url));
 const WORKER_FILE = new URL(`./validation-worker${WORKER_EXTENSION}`, import.meta.url);
 
-function spawnWorker(): Worker {
-  if (WORKER_EXTENSION !== '.ts') return new Worker(WORKER_FILE);
+/** `baseUrl`: the server's FHIR base, so that the worker checks absolute references on it as the writer does. */
+function spawnWorker(baseUrl: string | undefined): Worker {
+  const workerData = { baseUrl };
+  if (WORKER_EXTENSION !== '.ts') return new Worker(WORKER_FILE, { workerData });
   // Node 20 does not apply a worker's `--import tsx` before its entry module: register it in the worker.
   const source = `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(WORKER_FILE.href)}); });`;
-  return new Worker(source, { eval: true });
+  return new Worker(source, { eval: true, workerData });
 }
 
 /** Workers for a machine: the cores the writer's thread (and, on PostgreSQL, the database) leave, 1 to 4. */
@@ -36,7 +38,7 @@ type Waiter = { resolve: (reply: ValidationReply) => void; reject: (error: unkno
 
 /** One worker thread and the requests it has not answered yet. */
 class PooledWorker {
-  private readonly thread = spawnWorker();
+  private readonly thread: Worker;
   private readonly ready: Promise<void>;
   private readonly pending = new Map<number, Waiter>();
   private nextId = 0;
@@ -45,7 +47,8 @@ class PooledWorker {
   /** True once the thread has loaded the definitions and can answer at once. */
   started = false;
 
-  constructor() {
+  constructor(baseUrl: string | undefined) {
+    this.thread = spawnWorker(baseUrl);
     this.ready = new Promise<void>((resolve, reject) => {
       this.thread.once('error', reject);
       this.thread.once('exit', (code) => reject(new Error(`validation worker exited (${code})`)));
@@ -116,7 +119,11 @@ export class ValidationPool {
   /** Verdicts of the chunks in flight, by canonical text; a chunk's are removed when it is done. */
   private readonly verdicts = new Map<string, ValidationIssue[]>();
 
-  constructor(private readonly size = defaultValidationWorkers()) {}
+  /** `baseUrl`: the server's FHIR base, as the write path's validation knows it (undefined: relative references only). */
+  constructor(
+    private readonly size = defaultValidationWorkers(),
+    private readonly baseUrl?: string,
+  ) {}
 
   /**
    * Validates the lines on the least busy worker and keeps the verdicts until `release` is called with
@@ -195,7 +202,7 @@ export class ValidationPool {
 
   /** The workers, started on the first call. */
   private workerThreads(): PooledWorker[] {
-    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker());
+    this.workers ??= Array.from({ length: this.size }, () => new PooledWorker(this.baseUrl));
     return this.workers;
   }
 

@@ -1,14 +1,18 @@
 // A worker thread of the ValidationPool: validates NDJSON lines with the same R4 rules as the write path
 // (validation/validate.ts) and answers each line's canonical text (JSON.stringify of its parse) with its
 // issues, so that the importer's writer can skip validating a resource that reaches it unchanged.
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { loadR4Definitions } from '../definitions/registry.js';
+import { ReferenceParser } from '../fhir/references.js';
 import { validateResource } from '../validation/validate.js';
 import type { ValidationIssue } from '../validation/validate.js';
 import { CLAIMED_BY_WORKER } from './validation-protocol.js';
 import type { ValidationRequest, ValidationReply } from './validation-protocol.js';
 
 const registry = loadR4Definitions();
+const references = new ReferenceParser((workerData as { baseUrl?: string } | null)?.baseUrl, (t) =>
+  registry.isResourceType(t),
+);
 const port = parentPort!;
 
 /** The verdict of one line, or undefined for one it cannot parse or walk (the writer handles those). */
@@ -20,7 +24,7 @@ function verdictOf(text: string): { key: string; issues: ValidationIssue[] } | u
     return undefined; // the importer reports the line itself
   }
   try {
-    return { key: JSON.stringify(resource), issues: validateResource(resource, registry) };
+    return { key: JSON.stringify(resource), issues: validateResource(resource, registry, references) };
   } catch {
     return undefined; // a resource the validator cannot walk is validated again by the writer, which reports the error
   }

@@ -21,7 +21,7 @@ import { tokenParam } from './params/token.js';
 import { uriParam } from './params/uri.js';
 import { RowLimitExceeded, RowSink } from './tables.js';
 import { parseDateRange } from './values/dates.js';
-import type { ReferenceParser } from './values/references.js';
+import type { ReferenceParser } from '../fhir/references.js';
 import { canonicalUnit, UCUM_SYSTEM } from './values/ucum.js';
 
 export const HANDLERS: Partial<Record<SearchParameterType, ParamTypeHandler>> = {

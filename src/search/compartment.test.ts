@@ -189,7 +189,7 @@ describe('$everything', () => {
     ]);
     // Practitioner is outside the compartment and readable; Group and Patient are members.
     expect(plan.includes).toHaveLength(1);
-    expect(plan.includes[0].onlyTargetTypes).toEqual(['Practitioner']);
+    expect(plan.includes[0].returnedTypes).toEqual(['Practitioner']);
     expect(plan.includes[0].sps).toContain(spId('Observation', 'performer'));
   });
 });

@@ -4,7 +4,7 @@
 import type { Config } from '../config.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
-import { requireAccess } from '../fhir/access.js';
+import { mayReadBinary, requireAccess } from '../fhir/access.js';
 import type { FhirRequest, SearchEngine, SearchOptions } from '../fhir/services.js';
 import type { FhirResponse } from '../fhir/response.js';
 import { performance } from 'node:perf_hooks';
@@ -28,7 +28,7 @@ import { planSearch } from './plan.js';
 import type { Plan } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
 import { transactionRunner } from './transaction-runner.js';
-import { ReferenceParser } from './values/references.js';
+import { ReferenceParser } from '../fhir/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
   readonly catalog: SearchCatalog;
@@ -236,6 +236,7 @@ export function createSearchEngine(
           secret,
           path,
           maxPageBytes: config.maxPageBytes,
+          mayReadBinary: (content) => mayReadBinary(request, content),
         },
         parsed,
         estimated,

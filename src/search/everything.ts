@@ -175,7 +175,7 @@ export function planEverything(
         sps,
         sourceTypes: types,
         targetTypes: outside,
-        onlyTargetTypes: outside,
+        returnedTypes: outside,
       });
     }
   }

@@ -75,6 +75,7 @@ function search(run: (statement: Sql) => Promise<Row[]>, maxPageBytes = 1_000_00
     secret: 's',
     path: 'Patient',
     maxPageBytes,
+    mayReadBinary: () => true,
   };
   return executeSearch(context, parseSearch([]), plan, statements, undefined);
 }

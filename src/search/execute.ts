@@ -46,6 +46,8 @@ export interface ExecuteContext {
   readonly path: string;
   /** The most bytes of stored resources one page carries, matches and includes (AMBIENT_MAX_PAGE_BYTES). */
   readonly maxPageBytes: number;
+  /** May the caller see this Binary's content (its securityContext)? Others are left out of the page. */
+  readonly mayReadBinary: (content: string) => boolean;
 }
 
 /** What a cursor is bound to: the search it pages through. */
@@ -156,6 +158,11 @@ export async function executeSearch(
   }
 
   const included = await includes(run, compiled.includes, rows, issues, budget);
+  // A Binary's securityContext lives in its content, read here: one the caller may not see is left out
+  // (the links above still page past it; counted totals still count it).
+  const shown = (r: FullRow) => r.type !== 'Binary' || ctx.mayReadBinary(r.content);
+  const matched = rows.filter(shown);
+  const added = included.filter(shown);
 
   let total: number | undefined;
   if (compiled.count) {
@@ -165,7 +172,7 @@ export async function executeSearch(
     total = await estimate(run, ctx.dialect, compiled.estimate);
   } else if (request.total !== 'none' && !cursor && !more) {
     // The whole result is on this first page: the total costs nothing.
-    total = rows.length;
+    total = matched.length;
   }
 
   const shape = subsetter(ctx.registry, request.summary, request.elements);
@@ -174,10 +181,10 @@ export async function executeSearch(
     resourceText: shape ? shape(row.content, row.type) : row.content,
     search: { mode },
   });
-  const entries = [...rows.map((r) => entry(r, 'match')), ...included.map((r) => entry(r, 'include'))];
+  const entries = [...matched.map((r) => entry(r, 'match')), ...added.map((r) => entry(r, 'include'))];
   if (issues.length) entries.push(outcomeEntry(issues));
   // The audit trail names every resource a search returned, matches and includes alike.
-  const accessed = [...rows, ...included].map((r) => `${r.type}/${r.id}`);
+  const accessed = [...matched, ...added].map((r) => `${r.type}/${r.id}`);
   return { ...bundle({ total, entries, links }), accessed };
 }
 

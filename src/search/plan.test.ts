@@ -92,6 +92,23 @@ describe('planning', () => {
     expect(status(() => plan(['Patient'], '_revinclude=Observation:patient', { canSearch }))).toBe(403);
   });
 
+  it('includes only the types the parameters name, each one the caller may search', () => {
+    const canSearch = (t: string) => t === 'Task' || t === 'Encounter';
+    // Task.partOf refers to Tasks only: whatever a stored reference says, only Tasks come back.
+    expect(plan(['Task'], '_include=Task:part-of', { canSearch }).includes[0].returnedTypes).toEqual(['Task']);
+    expect(plan(['Task'], '_revinclude:iterate=Task:part-of', { canSearch }).includes[0].returnedTypes).toEqual([
+      'Task',
+    ]);
+    expect(plan(['Encounter'], '_include=Encounter:part-of', { canSearch }).includes[0].returnedTypes).toEqual([
+      'Encounter',
+    ]);
+    // A parameter that declares no targets refers to any type: the ones the caller may search.
+    const anyTarget = plan(['RequestGroup'], '_include=RequestGroup:instantiates-canonical', {
+      canSearch: (t) => t === 'RequestGroup' || t === 'Task',
+    });
+    expect(anyTarget.includes[0].returnedTypes).toEqual(['RequestGroup', 'Task']);
+  });
+
   it('plans a system search with the parameters every type has', () => {
     const p = plan(['Patient', 'Practitioner'], 'name=x&_tag=t');
     expect(p.criteria).toHaveLength(2);

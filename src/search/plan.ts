@@ -13,7 +13,7 @@ import { or, raw } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 import type { IndexTable } from './tables.js';
 import { splitUnescaped, unescapeValue } from './values/escapes.js';
-import type { ReferenceParser } from './values/references.js';
+import type { ReferenceParser } from '../fhir/references.js';
 
 /**
  * Set by estimate.ts from the data: how many index rows the criterion matches, counted up to a cap.
@@ -117,10 +117,15 @@ export interface PlannedInclude {
   /** The reference parameters followed, per source type. */
   readonly sps: readonly number[];
   readonly sourceTypes: readonly string[];
-  /** Types the included resources may have (targets of the parameters, or the directive's target type). */
+  /** Types the parameters may refer to (their targets, or the directive's target type); none: any. */
   readonly targetTypes: readonly string[];
-  /** Forward only: the included resources are of these types and no other (`$everything`'s references). */
-  readonly onlyTargetTypes?: readonly string[];
+  /**
+   * The types the included resources are of, and no other, filtered in SQL: forward, the targets (every
+   * type the caller may search when the parameters declare none); reverse, the source types. Each one the
+   * caller may search (planInclude refuses the include otherwise), whatever the stored references say: a
+   * reference written before its target type was checked, or to any type, returns nothing else.
+   */
+  readonly returnedTypes: readonly string[];
 }
 
 export interface Plan {
@@ -443,6 +448,8 @@ function planInclude(directive: IncludeDirective, types: readonly string[], ctx:
   }
   const sps: number[] = [];
   const targetTypes = new Set<string>();
+  /** A parameter that declares no target types refers to any type. */
+  let anyTargetParam = false;
   for (const sourceType of sourceTypes) {
     const params =
       directive.param === '*'
@@ -463,6 +470,7 @@ function planInclude(directive: IncludeDirective, types: readonly string[], ctx:
       }
       sps.push(param.sp);
       const declared = directive.targetType !== undefined ? [directive.targetType] : param.targets;
+      if (declared.length === 0) anyTargetParam = true;
       for (const target of declared) targetTypes.add(target);
     }
   }
@@ -470,7 +478,11 @@ function planInclude(directive: IncludeDirective, types: readonly string[], ctx:
     throw invalid(name, `${label}: ${directive.targetType} is not a resource type`);
   }
   // Access: what the include returns must be searchable by the caller.
-  const returned = directive.reverse ? sourceTypes : [...targetTypes];
-  for (const type of returned) if (!ctx.canSearch(type)) throw forbidden(type, label);
-  return { directive, sps, sourceTypes, targetTypes: [...targetTypes] };
+  const declared = directive.reverse ? sourceTypes : [...targetTypes];
+  for (const type of declared) if (!ctx.canSearch(type)) throw forbidden(type, label);
+  const anyTarget = !directive.reverse && (targetTypes.size === 0 || anyTargetParam);
+  const returnedTypes = anyTarget
+    ? [...new Set([...declared, ...registry.resourceTypes.filter(ctx.canSearch)])]
+    : declared;
+  return { directive, sps, sourceTypes, targetTypes: [...targetTypes], returnedTypes };
 }

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
 import { MAX_INDEX_ROWS_PER_RESOURCE } from './index-limits.js';
+import { ReferenceParser } from '../fhir/references.js';
 import { LinkWriter } from './link-writer.js';
 import type { SqlValue } from './sql/database.js';
 import { postgresDialect, sqliteDialect, type Dialect } from './sql/dialect.js';
@@ -27,7 +28,7 @@ const withReferences = (count: number) => ({
 });
 
 describe('LinkWriter', () => {
-  const writer = new LinkWriter('https://fhir.example/fhir');
+  const writer = new LinkWriter(new ReferenceParser('https://fhir.example/fhir', (t) => /^[A-Z]/.test(t)));
 
   it('writes 30,000 links in one fixed statement on PostgreSQL and in INSERTs of 64 rows on SQLite', async () => {
     // An update: the resource's old links go first, then its new ones.

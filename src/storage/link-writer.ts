@@ -1,13 +1,14 @@
 // Keeps resource_link in step with every write: the local references (`Type/id`, or absolute on our own
-// base) of the current version of each resource. Contained (`#x`), urn: and external references are
-// not links to resources of this server.
+// base: ReferenceParser.local) of the current version of each resource. Contained (`#x`), urn: and
+// external references are not links to resources of this server.
+import type { ReferenceParser } from '../fhir/references.js';
 import { MAX_INDEX_ROWS_PER_RESOURCE, tooManyIndexRows } from './index-limits.js';
 import type { SqlExecutor } from './sql/database.js';
 import type { NewResourceRows } from './sql/dialect.js';
 import type { FhirResource, IndexWriter } from './store.js';
 
 /** The `Type/id` pairs a resource refers to on this server, each once. */
-export function localReferences(resource: FhirResource, baseUrl: string): { type: string; id: string }[] {
+export function localReferences(resource: FhirResource, references: ReferenceParser): { type: string; id: string }[] {
   const seen = new Set<string>();
   const visit = (value: unknown): void => {
     if (Array.isArray(value)) return value.forEach(visit);
@@ -18,9 +19,8 @@ export function localReferences(resource: FhirResource, baseUrl: string): { type
       if (!Object.hasOwn(object, key)) continue;
       const child = object[key];
       if (key === 'reference' && typeof child === 'string') {
-        const relative = child.startsWith(`${baseUrl}/`) ? child.slice(baseUrl.length + 1) : child;
-        const match = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(\/_history\/[^/]+)?$/.exec(relative);
-        if (match) seen.add(`${match[1]}/${match[2]}`);
+        const local = references.local(child);
+        if (local) seen.add(`${local.type}/${local.id}`);
       } else if (child && typeof child === 'object') visit(child);
     }
   };
@@ -35,7 +35,7 @@ const LINK_COLUMNS = ['source_pk', 'target_type', 'target_id'];
 const LINK_PG_TYPES = ['bigint', 'text', 'text'];
 
 export class LinkWriter implements IndexWriter {
-  constructor(private readonly baseUrl: string) {}
+  constructor(private readonly references: ReferenceParser) {}
 
   async write(tx: SqlExecutor, pk: number, _type: string, resource: FhirResource | null): Promise<void> {
     // Refused (too many links) before anything is written.
@@ -57,7 +57,7 @@ export class LinkWriter implements IndexWriter {
   }
 
   private links(resource: FhirResource): { type: string; id: string }[] {
-    const links = localReferences(resource, this.baseUrl);
+    const links = localReferences(resource, this.references);
     if (links.length > MAX_INDEX_ROWS_PER_RESOURCE) {
       throw tooManyIndexRows(resource.resourceType, 'distinct references to resources of this server');
     }

@@ -35,11 +35,13 @@ export async function checkReferentialIntegrity(tx: TransactionWrites): Promise<
       [target.type, target.id],
     );
     if (referrers.length > 0) {
+      // Only referrers the deleter may read are named: a refusal must not show what its scopes hide.
+      const named = referrers.filter((r) => target.mayName?.(r.type) ?? true).map((r) => `${r.type}/${r.id}`);
+      const one = referrers.length === 1 && named.length === 1;
+      if (named.length < referrers.length) named.push('other resources');
       throw new AppError(
         'referenced-by-others',
-        `Referential integrity: ${target.type}/${target.id} cannot be deleted while ${referrers
-          .map((r) => `${r.type}/${r.id}`)
-          .join(', ')} refer${referrers.length === 1 ? 's' : ''} to it`,
+        `Referential integrity: ${target.type}/${target.id} cannot be deleted while ${named.join(', ')} refer${one ? 's' : ''} to it`,
       );
     }
   }

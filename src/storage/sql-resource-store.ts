@@ -7,6 +7,7 @@ import type { ReadAfter, SqlDatabase, SqlExecutor, SqlValue } from './sql/databa
 import type { Dialect } from './sql/dialect.js';
 import type {
   CurrentResource,
+  DeleteOptions,
   FhirResource,
   HistoryPage,
   HistoryQuery,
@@ -221,7 +222,7 @@ export class SqlResourceStore implements ResourceStore {
     });
   }
 
-  async delete(type: string, id: string): Promise<StoredVersion | undefined> {
+  async delete(type: string, id: string, options: DeleteOptions = {}): Promise<StoredVersion | undefined> {
     return this.write(async (writes) => {
       const current = await this.lockCurrent(writes, type, id);
       if (!current) return undefined;
@@ -235,7 +236,9 @@ export class SqlResourceStore implements ResourceStore {
           content: null,
         };
       }
-      return this.writeVersion(writes, current, 'delete', null);
+      const deleted = await this.writeVersion(writes, current, 'delete', null);
+      if (options.mayName) writes.deleted[writes.deleted.length - 1].mayName = options.mayName;
+      return deleted;
     });
   }
 

@@ -84,6 +84,10 @@ export interface IndexWriter {
   newRows(type: string, resource: FhirResource): NewResourceRows[];
 }
 
+export interface DeleteOptions {
+  readonly mayName?: (type: string) => boolean;
+}
+
 export interface UpdateOptions {
   /** The version the client last saw (If-Match): the update fails with 412 when it is stale. */
   readonly ifMatch?: number;
@@ -99,8 +103,12 @@ export interface ResourceStore {
   read(type: string, id: string, options?: { lock?: boolean } & ReplicaReads): Promise<CurrentResource | undefined>;
   vread(type: string, id: string, versionId: number, options?: ReplicaReads): Promise<StoredVersion | undefined>;
   update(resource: FhirResource & { id: string }, options?: UpdateOptions): Promise<WriteResult>;
-  /** Returns undefined when the resource never existed; deleting a deleted resource changes nothing. */
-  delete(type: string, id: string): Promise<StoredVersion | undefined>;
+  /**
+   * Returns undefined when the resource never existed; deleting a deleted resource changes nothing.
+   * `mayName`: the types of the referrers a refusal by referential integrity may name (the caller's
+   * readable types); others are only counted as "other resources".
+   */
+  delete(type: string, id: string, options?: DeleteOptions): Promise<StoredVersion | undefined>;
   history(query: HistoryQuery): Promise<HistoryPage>;
   /**
    * Runs fn in one database transaction: every write through the store it receives commits together or

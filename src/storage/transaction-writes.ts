@@ -25,7 +25,8 @@ export const resourceKey = (type: string, id: string): string => `${type}/${id}`
 export class TransactionWrites implements SqlExecutor {
   /** The pks of the resources written (created or given a new version) by this transaction. */
   readonly written = new Set<number>();
-  readonly deleted: { type: string; id: string }[] = [];
+  /** The resources deleted, each with the referrer types a refusal may name (all when absent). */
+  readonly deleted: { type: string; id: string; mayName?: (type: string) => boolean }[] = [];
   /**
    * Rows read (and locked) ahead by resourceKey, null where there is no such resource. An entry is
    * taken out when it is used, so only rows nothing in this transaction has written since are kept.

@@ -6,6 +6,7 @@
  */
 import type { TypedValue } from '@medplum/core';
 import type { R4Registry } from '../definitions/registry.js';
+import { ReferenceParser } from '../fhir/references.js';
 import { fhirPathCopies, forFhirPath, type FhirPathCopies } from './fhirpath-copies.js';
 import { evaluateInvariant, type InvariantScope } from './invariants.js';
 import { describeJson, isBase64, PrimitiveChecker } from './primitives.js';
@@ -33,27 +34,44 @@ export interface ValidationIssue {
 
 type JsonObject = Record<string, unknown>;
 
-/** `Type/id` or `Type/id/_history/vid`: the only reference form whose target type we can check without resolving it. */
-const RELATIVE_REFERENCE = /^([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
-
 interface Validator {
   catalog: ShapeCatalog;
   primitives: PrimitiveChecker;
+  /** Knows relative references only: for callers that name no server base. */
+  relativeReferences: ReferenceParser;
 }
 const validators = new WeakMap<R4Registry, Validator>();
 
 function validatorFor(registry: R4Registry): Validator {
   let validator = validators.get(registry);
   if (!validator) {
-    validator = { catalog: shapeCatalog(registry), primitives: new PrimitiveChecker(registry) };
+    validator = {
+      catalog: shapeCatalog(registry),
+      primitives: new PrimitiveChecker(registry),
+      relativeReferences: new ReferenceParser(undefined, (t) => registry.isResourceType(t)),
+    };
     validators.set(registry, validator);
   }
   return validator;
 }
 
-/** Validates `resource` against the R4 base rules and returns every issue found (empty when valid). It never changes `resource`. */
-export function validateResource(resource: unknown, registry: R4Registry): ValidationIssue[] {
-  const walk = new ResourceWalk(registry, validatorFor(registry), fhirPathCopies(resource));
+/**
+ * Validates `resource` against the R4 base rules and returns every issue found (empty when valid). It never
+ * changes `resource`. `references` tells which references name a resource of this server, whose target type
+ * is then checked (relative, or absolute on the server's base); without it, relative references only.
+ */
+export function validateResource(
+  resource: unknown,
+  registry: R4Registry,
+  references?: ReferenceParser,
+): ValidationIssue[] {
+  const validator = validatorFor(registry);
+  const walk = new ResourceWalk(
+    registry,
+    validator,
+    fhirPathCopies(resource),
+    references ?? validator.relativeReferences,
+  );
   walk.resource(resource, '', undefined);
   return walk.issues;
 }
@@ -71,6 +89,7 @@ class ResourceWalk {
     validator: Validator,
     /** What FHIRPath reads instead of the input where it would write into it (see fhirpath-copies.ts). */
     private readonly copies: FhirPathCopies,
+    private readonly references: ReferenceParser,
   ) {
     this.catalog = validator.catalog;
     this.primitives = validator.primitives;
@@ -285,12 +304,13 @@ class ResourceWalk {
 
   private checkReferenceTarget(item: JsonObject, targets: string[] | undefined, path: string): void {
     if (!targets || targets.includes('Resource') || typeof item.reference !== 'string') return;
-    const match = RELATIVE_REFERENCE.exec(item.reference);
-    if (!match || !this.registry.isResourceType(match[1]) || targets.includes(match[1])) return;
+    // A resource of this server, relative or absolute: the only form whose type we know without resolving it.
+    const local = this.references.local(item.reference);
+    if (!local || targets.includes(local.type)) return;
     this.add(
       'structure',
       `${path}.reference`,
-      `reference to a ${match[1]} is not allowed here: the target must be ${targets.join(' or ')}`,
+      `reference to a ${local.type} is not allowed here: the target must be ${targets.join(' or ')}`,
     );
   }
 

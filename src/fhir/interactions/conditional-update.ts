@@ -31,7 +31,7 @@ export async function conditionalUpdateInteraction(
     }
     if (matches.length === 0) {
       requireAccess(request, 'create', type);
-      const resource = acceptResource(request.services, type, body);
+      const resource = acceptResource(request, type, body);
       const { stored } = bodyId
         ? await store.update({ ...resource, id: bodyId }, { ifMatch })
         : await store.create(resource);
@@ -41,7 +41,7 @@ export async function conditionalUpdateInteraction(
     if (bodyId !== undefined && bodyId !== id) {
       throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
     }
-    const resource = acceptResource(request.services, type, { ...(body as object), id }, id);
+    const resource = acceptResource(request, type, { ...(body as object), id }, id);
     const { stored } = await store.update({ ...resource, id }, { ifMatch });
     return writeResponse(request, stored, 200);
   });

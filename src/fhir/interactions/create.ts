@@ -22,7 +22,7 @@ export async function createInteraction(
 ): Promise<FhirResponse> {
   requireAccess(request, 'create', type);
   // The server assigns the id: whatever id the client sent is ignored (CONTRACT.md).
-  const resource = acceptResource(request.services, type, body);
+  const resource = acceptResource(request, type, body);
   const { store } = request.services;
   if (options.ifNoneExist === undefined) {
     const { stored } = await store.create(resource, { id: options.id });

@@ -1,7 +1,7 @@
 // https://hl7.org/fhir/R4/http.html#history
 import { AppError } from '../../errors.js';
 import type { HistoryCursor, StoredVersion } from '../../storage/store.js';
-import { requireAccess } from '../access.js';
+import { mayReadBinary, requireAccess } from '../access.js';
 import { bundleJson } from '../bundle.js';
 import type { BundleEntry, BundleLink } from '../bundle.js';
 import { assertValidId } from '../ids.js';
@@ -82,9 +82,11 @@ export async function historyInteraction(
     { relation: 'first', url: linkFor() },
   ];
   if (page.next) link.push({ relation: 'next', url: linkFor(page.next) });
+  // A Binary version whose securityContext the caller may not read is left out (the page may come short).
+  const versions = page.versions.filter((v) => v.type !== 'Binary' || !v.content || mayReadBinary(request, v.content));
   return {
     status: 200,
-    body: bundleJson({ type: 'history', link, entries: page.versions.map((v) => historyEntry(request, v)) }),
-    accessed: page.versions.map((v) => `${v.type}/${v.id}`),
+    body: bundleJson({ type: 'history', link, entries: versions.map((v) => historyEntry(request, v)) }),
+    accessed: versions.map((v) => `${v.type}/${v.id}`),
   };
 }

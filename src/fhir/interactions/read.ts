@@ -1,6 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#read
 import { AppError } from '../../errors.js';
-import { requireAccess } from '../access.js';
+import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId } from '../ids.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
@@ -27,6 +27,7 @@ export async function readInteraction(
       headers: { ETag: `W/"${current.versionId}"` },
     });
   }
+  if (type === 'Binary' && current.content) requireBinaryContext(request, current.content, 'read');
   const response = { versionId: current.versionId, lastModified: current.lastUpdated, accessed: [`${type}/${id}`] };
   if (conditions.ifNoneMatch === current.versionId) return { status: 304, ...response };
   // HTTP dates have whole seconds: compare at that precision.

@@ -54,8 +54,9 @@ async function transactionInteraction(
     // Every run starts from the entries as posted: the store runs this again after a conflict, and a
     // run rewrites references in copies (resolveReferences), never in the posted resources.
     const planned: PlannedEntry[] = parsed.map((entry) => ({ ...entry }));
-    const txRequest: FhirRequest = { ...request, services: { ...request.services, store } };
-    const idsByFullUrl = await assignIdentities(txRequest, tx, planned, label, options.newId);
+    const storeRequest: FhirRequest = { ...request, services: { ...request.services, store } };
+    const idsByFullUrl = await assignIdentities(storeRequest, tx, planned, label, options.newId);
+    const txRequest: FhirRequest = { ...storeRequest, bundleTargets: new Set(idsByFullUrl.values()) };
     const rewritten = await resolveReferences(txRequest, tx, planned, idsByFullUrl, label);
     const answers: Answers = { entries: new Array<BundleEntry>(planned.length), accessed: [] };
     await store.readAhead(

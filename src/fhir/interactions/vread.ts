@@ -1,6 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#vread
 import { AppError } from '../../errors.js';
-import { requireAccess } from '../access.js';
+import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId, parseVersionId } from '../ids.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
@@ -19,6 +19,7 @@ export async function vreadInteraction(
   if (version.operation === 'delete') {
     throw new AppError('resource-deleted', `Version ${versionId} of ${type}/${id} is its deletion`);
   }
+  if (type === 'Binary' && version.content) requireBinaryContext(request, version.content, 'read');
   return {
     status: 200,
     body: version.content ?? undefined,

@@ -7,7 +7,7 @@ import type { Node } from '../fhirpath/evaluate.js';
 import type { TypeModel, TypeState } from '../fhirpath/model.js';
 import type { Sql } from '../sql/fragment.js';
 import type { IndexTable, RowSink } from '../tables.js';
-import type { ReferenceParser } from '../values/references.js';
+import type { ReferenceParser } from '../../fhir/references.js';
 
 export interface ExtractContext {
   readonly sink: RowSink;

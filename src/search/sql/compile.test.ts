@@ -146,11 +146,11 @@ describe('pinned SQL (SQLite)', () => {
     ).includes;
     const forward = bindInclude(compileInclude(d, included[0], 65536), [1, 2], 1001);
     const reverse = bindInclude(compileInclude(d, included[1], 65536), [['MedicationRequest', 'a']], 1001);
-    expect(forward.params).toEqual([65536, '[1,2]', included[0].sps[0], 1001]);
+    expect(forward.params).toEqual([65536, '[1,2]', included[0].sps[0], 'Patient', 1001]);
     expect(reverse.params).toEqual([65536, included[1].sps[0], '["a"]', '["MedicationRequest/a"]', 'Provenance', 1001]);
     expect(`${forward.text}\n${reverse.text}`).toMatchInlineSnapshot(`
-      "SELECT r.pk, r.id, r.type, CASE WHEN octet_length(r.content) <= ? THEN r.content END AS content, octet_length(r.content) AS content_bytes, r.version AS content_version FROM resource r WHERE r.pk IN (SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN (SELECT value FROM json_each(?)) AND +f.sp = ?) AND r.deleted = 0 ORDER BY r.pk LIMIT ?
-      SELECT r.pk, r.id, r.type, CASE WHEN octet_length(r.content) <= ? THEN r.content END AS content, octet_length(r.content) AS content_bytes, r.version AS content_version FROM resource r WHERE r.pk IN (SELECT f.pk FROM idx_reference f WHERE f.sp = ? AND f.target_id IN (SELECT value FROM json_each(?)) AND f.target_type || '/' || f.target_id IN (SELECT value FROM json_each(?))) AND r.deleted = 0 AND r.type IN (?) ORDER BY r.pk LIMIT ?"
+      "SELECT r.pk, r.id, r.type, CASE WHEN octet_length(r.content) <= ? THEN r.content END AS content, octet_length(r.content) AS content_bytes, r.version AS content_version FROM resource r WHERE r.pk IN (SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk IN (SELECT value FROM json_each(?)) AND +f.sp = ? AND i.type = ?) AND r.deleted = 0 ORDER BY r.pk LIMIT ?
+      SELECT r.pk, r.id, r.type, CASE WHEN octet_length(r.content) <= ? THEN r.content END AS content, octet_length(r.content) AS content_bytes, r.version AS content_version FROM resource r WHERE r.pk IN (SELECT f.pk FROM idx_reference f WHERE f.sp = ? AND f.target_id IN (SELECT value FROM json_each(?)) AND f.target_type || '/' || f.target_id IN (SELECT value FROM json_each(?))) AND r.deleted = 0 AND r.type = ? ORDER BY r.pk LIMIT ?"
     `);
   });
   it('counts without paging', () => {

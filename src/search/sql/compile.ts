@@ -475,14 +475,12 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude, inline
   const { directive } = include;
   let pks: Sql;
   let from: readonly string[] | 'any';
+  // Only the returned types, in SQL as chains do: a reference row of any other type (stored before its
+  // target type was checked) never brings in a resource the caller may not search.
+  const returned = include.returnedTypes;
   if (!directive.reverse) {
-    const typeFilter = include.onlyTargetTypes
-      ? sql` AND i.type IN ${list(include.onlyTargetTypes)}`
-      : directive.targetType
-        ? sql` AND i.type = ${directive.targetType}`
-        : raw('');
     const frontier = new Sql(dialect.jsonIntegers, [FRONTIER]);
-    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk${raw(dialect.driver.open)}${frontier}${raw(dialect.driver.close)} AND ${spCondition('f', include.sps, dialect)}${typeFilter}`;
+    pks = sql`SELECT i.pk FROM idx_reference f JOIN resource i ON i.type = f.target_type AND i.id = f.target_id WHERE f.pk${raw(dialect.driver.open)}${frontier}${raw(dialect.driver.close)} AND ${spCondition('f', include.sps, dialect)} AND ${typeCondition('i', returned)}`;
     from = include.sourceTypes;
   } else {
     // The ids reach the (sp, target_id, target_type) index as a list (a list, not a join: PostgreSQL
@@ -500,7 +498,7 @@ export function compileInclude(dialect: Dialect, include: PlannedInclude, inline
         ? targets
         : 'any';
   }
-  const types = directive.reverse ? sql` AND r.type IN ${list(include.sourceTypes)}` : raw('');
+  const types = directive.reverse ? sql` AND ${typeCondition('r', returned)}` : raw('');
   const statement = sql`${prefix}SELECT r.pk, r.id, r.type, ${contentColumns('r', inlineBytes)} FROM resource r WHERE r.pk IN (${pks}) AND r.deleted = 0${types} ORDER BY r.pk LIMIT ${LIMIT}`;
   return {
     reverse: directive.reverse,

@@ -4,7 +4,6 @@ import { describe, expect, it } from 'vitest';
 import { MAX_TIME, MIN_TIME, parseDateRange, periodRange } from './dates.js';
 import { splitUnescaped, unescapeValue } from './escapes.js';
 import { parseDecimal } from './numbers.js';
-import { ReferenceParser } from './references.js';
 import { escapeLike, normalizeText, prefixUpperBound } from './text.js';
 import { canonicalUnit, toCanonicalValue } from './ucum.js';
 
@@ -104,25 +103,6 @@ describe('escapes', () => {
     expect(splitUnescaped('s|v\\|w', '|').map(unescapeValue)).toEqual(['s', 'v|w']);
     expect(splitUnescaped('a$b\\$c', '$').map(unescapeValue)).toEqual(['a', 'b$c']);
     expect(unescapeValue('a\\\\b')).toBe('a\\b');
-  });
-});
-
-describe('references', () => {
-  const parser = new ReferenceParser('https://fhir.example/fhir', (t) => ['Patient', 'Observation'].includes(t));
-  it.each([
-    ['Patient/1', { type: 'Patient', id: '1' }],
-    ['Patient/1/_history/3', { type: 'Patient', id: '1' }],
-    ['https://fhir.example/fhir/Patient/1', { type: 'Patient', id: '1' }],
-    ['http://fhir.example/fhir/Patient/1', { type: 'Patient', id: '1' }],
-    ['https://other.example/fhir/Patient/1', { type: '', id: 'https://other.example/fhir/Patient/1' }],
-    ['Foo/1', { type: '', id: 'Foo/1' }],
-    ['urn:uuid:123', { type: '', id: 'urn:uuid:123' }],
-    ['Patient?identifier=a|b', { type: '', id: 'Patient?identifier=a|b' }],
-  ])('%s', (reference, expected) => {
-    expect(parser.parse(reference)).toEqual(expected);
-  });
-  it('does not index contained references', () => {
-    expect(parser.parse('#c1')).toBeUndefined();
   });
 });
 

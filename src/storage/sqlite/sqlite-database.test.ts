@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sqliteTestDatabase } from '../../../test/support/databases.js';
 import type { TestDatabase } from '../../../test/support/databases.js';
+import { ReferenceParser } from '../../fhir/references.js';
 import { LinkWriter } from '../link-writer.js';
 import { migrate } from '../migrate.js';
 import { sqliteDialect } from '../sql/dialect.js';
@@ -111,7 +112,9 @@ describe('SqliteDatabase statement and savepoint journals', () => {
       const resources = new SqliteDatabase(storeDb.url);
       try {
         await migrate(resources);
-        const store = new SqlResourceStore(resources, [new LinkWriter('http://localhost/fhir')]);
+        const store = new SqlResourceStore(resources, [
+          new LinkWriter(new ReferenceParser('http://localhost/fhir', (t) => /^[A-Z]/.test(t))),
+        ]);
         let during: string[] = ['not checked'];
         await store.transaction(async (tx, executor) => {
           for (let i = 0; i < 1000; i++) {

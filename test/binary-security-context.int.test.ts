@@ -1,0 +1,158 @@
+// Binary.securityContext (https://hl7.org/fhir/R4/binary.html, CONTRACT.md): a Binary with one is read
+// only by a caller who may read what it points to, on every path that returns its content (read, vread,
+// search, include, history, Bundle entries), and writing one that points at X needs read access to X.
+// Over HTTP on both databases, with a Binary-only account as the attacker.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+
+const OWN_HTTPS_BASE = `${TEST_PUBLIC_URL.replace(/^http:/, 'https:')}/fhir`;
+
+describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
+  let t: TestApp;
+  let admin: string;
+  let binaryOnly: string;
+  let binaryAndTask: string;
+  let patientReader: string;
+  let patientId: string;
+  /** Attached to the Patient (X-Security-Context), to it by an absolute https URL, to nothing, to another server. */
+  let attached: string;
+  let attachedAbsolute: string;
+  let free: string;
+  let external: string;
+  const secret = `lab report ${randomUUID()}`;
+
+  const raw = (authorization: string, body: string, headers: Record<string, string> = {}) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/fhir/Binary',
+      headers: { authorization, 'content-type': 'text/plain', ...headers },
+      payload: body,
+    });
+  const json = (authorization: string, method: 'POST' | 'PUT', url: string, body: unknown) =>
+    t.app.inject({
+      method,
+      url,
+      headers: { authorization, 'content-type': 'application/fhir+json' },
+      payload: JSON.stringify(body),
+    });
+  const get = (authorization: string, url: string) => t.app.inject({ method: 'GET', url, headers: { authorization } });
+  const binaryWith = (reference: string) => ({
+    resourceType: 'Binary',
+    contentType: 'text/plain',
+    securityContext: { reference },
+    data: Buffer.from(secret).toString('base64'),
+  });
+  const ids = (bundle: { entry?: { resource?: { resourceType: string; id: string } }[] }) =>
+    (bundle.entry ?? []).flatMap((e) => (e.resource ? [`${e.resource.resourceType}/${e.resource.id}`] : []));
+
+  beforeAll(async () => {
+    t = await startTestApp(backend);
+    admin = `Bearer ${await t.token('system/*.cruds')}`;
+    binaryOnly = `Bearer ${await t.token('system/Binary.cruds')}`;
+    binaryAndTask = `Bearer ${await t.token('system/Binary.cruds system/Task.cruds')}`;
+    patientReader = `Bearer ${await t.token('system/Binary.cruds system/Patient.r')}`;
+    patientId = (await json(admin, 'POST', '/fhir/Patient', { resourceType: 'Patient' })).json().id;
+    attached = (await raw(admin, secret, { 'x-security-context': `Patient/${patientId}` })).json().id;
+    attachedAbsolute = (
+      await json(admin, 'POST', '/fhir/Binary', binaryWith(`${OWN_HTTPS_BASE}/Patient/${patientId}`))
+    ).json().id;
+    free = (await raw(admin, 'public leaflet')).json().id;
+    external = (await json(admin, 'POST', '/fhir/Binary', binaryWith('https://other.example/fhir/Patient/1'))).json()
+      .id;
+    for (const id of [attached, attachedAbsolute, free, external]) expect(typeof id).toBe('string');
+  });
+  afterAll(async () => t?.close());
+
+  it('read and vread: 403 to a Binary-only account for content attached to a Patient, in any form', async () => {
+    for (const id of [attached, attachedAbsolute]) {
+      for (const url of [`/fhir/Binary/${id}`, `/fhir/Binary/${id}/_history/1`, `/fhir/Binary/${id}?_format=json`]) {
+        const res = await get(binaryOnly, url);
+        expect(res.statusCode, url).toBe(403);
+        expect(res.body).not.toContain(secret);
+        expect(res.body).not.toContain(Buffer.from(secret).toString('base64'));
+        expect(res.json().issue[0].diagnostics).toContain('system/Patient.r');
+      }
+    }
+    // Content attached to another server's resource: only a caller who may read every type.
+    expect((await get(binaryOnly, `/fhir/Binary/${external}`)).statusCode).toBe(403);
+    expect((await get(admin, `/fhir/Binary/${external}`)).body).toBe(secret);
+    // Unattached content is anyone's with Binary.r.
+    const open = await get(binaryOnly, `/fhir/Binary/${free}`);
+    expect(open.statusCode).toBe(200);
+    expect(open.body).toBe('public leaflet');
+  });
+
+  it('a caller who may read Patients reads it', async () => {
+    for (const id of [attached, attachedAbsolute]) {
+      const res = await get(patientReader, `/fhir/Binary/${id}`);
+      expect(res.statusCode).toBe(200);
+      expect(res.body).toBe(secret);
+    }
+  });
+
+  it('search, history and Bundle entries leave it out for a Binary-only account', async () => {
+    const all = [attached, attachedAbsolute, free, external].join(',');
+    const search = await get(binaryOnly, `/fhir/Binary?_id=${all}`);
+    expect(search.statusCode).toBe(200);
+    expect(ids(search.json())).toEqual([`Binary/${free}`]);
+    expect(search.body).not.toContain(Buffer.from(secret).toString('base64'));
+    const asReader = await get(patientReader, `/fhir/Binary?_id=${all}`);
+    expect(ids(asReader.json()).sort()).toEqual(
+      [`Binary/${attached}`, `Binary/${attachedAbsolute}`, `Binary/${free}`].sort(),
+    );
+    for (const url of [`/fhir/Binary/${attached}/_history`, '/fhir/Binary/_history?_count=1000']) {
+      const history = await get(binaryOnly, url);
+      expect(history.statusCode).toBe(200);
+      expect(history.body).not.toContain(Buffer.from(secret).toString('base64'));
+    }
+    const batch = await json(binaryOnly, 'POST', '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        { request: { method: 'GET', url: `Binary/${attached}` } },
+        { request: { method: 'GET', url: `Binary?_id=${attached}` } },
+      ],
+    });
+    expect(batch.statusCode).toBe(200);
+    expect(batch.json().entry[0].response.status).toMatch(/^403/);
+    expect(batch.body).not.toContain(Buffer.from(secret).toString('base64'));
+  });
+
+  it('an include of it is left out: Task?_include=Task:focus:Binary', async () => {
+    const task = (
+      await json(admin, 'POST', '/fhir/Task', {
+        resourceType: 'Task',
+        status: 'requested',
+        intent: 'order',
+        focus: { reference: `Binary/${attached}` },
+      })
+    ).json().id;
+    const res = await get(binaryAndTask, `/fhir/Task?_id=${task}&_include=Task:focus:Binary`);
+    expect(res.statusCode).toBe(200);
+    expect(ids(res.json())).toEqual([`Task/${task}`]);
+    const asAdmin = await get(admin, `/fhir/Task?_id=${task}&_include=Task:focus:Binary`);
+    expect(ids(asAdmin.json())).toEqual([`Task/${task}`, `Binary/${attached}`]);
+  });
+
+  it('attaching content to a Patient needs read access to Patients: 403, nothing stored', async () => {
+    const before = (await get(admin, '/fhir/Binary?_summary=count')).json().total;
+    const header = await raw(binaryOnly, 'planted', { 'x-security-context': `Patient/${patientId}` });
+    expect(header.statusCode).toBe(403);
+    expect(header.json().issue[0].diagnostics).toContain('system/Patient.r');
+    const body = await json(binaryOnly, 'POST', '/fhir/Binary', binaryWith(`${OWN_HTTPS_BASE}/Patient/${patientId}`));
+    expect(body.statusCode).toBe(403);
+    const update = await json(binaryOnly, 'PUT', `/fhir/Binary/${free}`, {
+      ...binaryWith(`Patient/${patientId}`),
+      id: free,
+    });
+    expect(update.statusCode).toBe(403);
+    expect((await get(admin, '/fhir/Binary?_summary=count')).json().total).toBe(before);
+    expect((await get(binaryOnly, `/fhir/Binary/${free}`)).body).toBe('public leaflet');
+    // With read access to Patients it is allowed.
+    const allowed = await raw(patientReader, 'attached', { 'x-security-context': `Patient/${patientId}` });
+    expect(allowed.statusCode).toBe(201);
+  });
+});

@@ -2,7 +2,10 @@
 // POST /fhir with a batch (batch.ts) or transaction Bundle. A transaction is all or nothing, in one
 // database transaction, in the steps of http.html#trules: ids (transaction-identities.ts), references
 // (transaction-references.ts), then the writes in processing order, then the reads, which run inside
-// the transaction too: they see its writes, and a failing read fails it, with nothing stored.
+// the transaction too: they see its writes, and a failing read fails it, with nothing stored. Where a
+// search inside the write transaction could not be stopped at its budget (SQLite), the searches run
+// after the commit instead, and a Bundle without writes holds no write transaction at all
+// (docs/storage.md, "Searches and conditional criteria of a write").
 import { AppError } from '../../errors.js';
 import { bundleJson } from '../bundle.js';
 import type { BundleEntry } from '../bundle.js';

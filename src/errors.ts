@@ -42,6 +42,10 @@ export const ERROR_CATALOG = {
   'referenced-by-others': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
   'reference-not-found': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'precondition-failed': { status: 412, issueType: 'conflict', oauthError: 'invalid_request' },
+  // A conditional update with no match whose body's id names another resource (R5 http.html#cond-update).
+  'conditional-id-exists': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
+  // Criteria searched ahead of a write kept being overtaken by other writes (fhir/conditional.ts).
+  'conditional-contended': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
   // FHIRPath and regular expressions that arrive in a request (src/fhirpath/request-fhirpath.ts).
   'fhirpath-unsupported': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },

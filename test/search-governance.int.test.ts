@@ -8,9 +8,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assembleApp } from '../src/assemble.js';
 import { loadConfig } from '../src/config.js';
-import { refreshSearchStatistics } from '../src/search/engine.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { clonePatient } from './support/clone-rows.js';
 import { BACKENDS } from './support/databases.js';
 import { postgresTestUrl } from './support/provided.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
@@ -23,28 +23,6 @@ const CLONES = 200_000;
 interface Outcome {
   resourceType: string;
   issue: { severity: string; code: string; diagnostics: string; details?: { coding: { code: string }[] } }[];
-}
-
-/**
- * Copies one stored Patient (its row and its name index rows) `count` times with SQL, which takes a
- * second where the API would take minutes; the copies are real rows every search reads.
- */
-async function clonePatient(db: SqlDatabase, id: string, count: number): Promise<void> {
-  await db.execute(
-    `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
-     INSERT INTO resource (type, id, version, last_updated, deleted, content)
-     SELECT r.type, r.id || '-' || c.i, r.version, r.last_updated, 0, r.content FROM resource r, c WHERE r.type = 'Patient' AND r.id = ?`,
-    [count, id],
-  );
-  await db.execute(
-    `INSERT INTO idx_string (pk, sp, grp, norm, exact)
-     SELECT r.pk, s.sp, s.grp, s.norm, s.exact FROM resource r JOIN idx_string s ON s.pk = (SELECT pk FROM resource WHERE type = 'Patient' AND id = ?)
-     WHERE r.type = 'Patient' AND r.id LIKE ?`,
-    [id, `${id}-%`],
-  );
-  // Only this schema's search tables: a database-wide ANALYZE also walks (and waits on the locks of)
-  // every other test file's schema.
-  await refreshSearchStatistics(db, false);
 }
 
 describe.each(BACKENDS)('search governance on %s', (backend) => {

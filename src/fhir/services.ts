@@ -33,12 +33,23 @@ export interface SearchOptions {
    * and runs on its connection instead of a bounded read (search/transaction-runner.ts).
    */
   readonly executor?: SqlExecutor;
+  /**
+   * Only parse and plan (access, parameters, cost limits): what can refuse the search before it runs.
+   * Answers an empty 200; a transaction checks with it the searches it runs after its commit.
+   */
+  readonly planOnly?: boolean;
 }
 
 /** The search engine (search/): index maintenance on write and the search interaction. */
 export interface SearchEngine {
   /** Keeps the index tables in step with every write, inside the write's transaction. */
   readonly indexWriter: IndexWriter;
+  /**
+   * True where a statement inside a write transaction cannot be stopped at the search budget (SQLite:
+   * the writer runs on the event loop): a transaction Bundle's searches then run after its commit, as
+   * bounded reads (docs/storage.md, "Searches and conditional criteria of a write").
+   */
+  readonly searchesAfterCommit: boolean;
   /**
    * https://hl7.org/fhir/R4/search.html: GET /fhir/{type}?..., POST /fhir/{type}/_search (type given),
    * and GET /fhir?_type=... (type undefined). `params` are the decoded name/value pairs in request order.
@@ -68,18 +79,27 @@ export interface SearchEngine {
   everything(request: FhirRequest, id: string, params: ReadonlyArray<readonly [string, string]>): Promise<FhirResponse>;
   /**
    * The ids of the resources of `type` matching search criteria (`identifier=sys|value`), at most
-   * `limit`, read through `executor` (a write transaction, so conditional writes see their own
-   * transaction and hold its locks). Unknown parameters are an error here, never ignored. `canSearch`
-   * is the caller's search scope: a chain or `_has` through a type it may not search is a 403, exactly
-   * as in a search, so that criteria cannot probe data the caller may not see.
+   * `limit`, inside the write transaction `executor` (so conditional writes see their own transaction
+   * and hold its locks), within the request's search budget (422 `too-costly` past it). With `ahead`
+   * (findIdsAhead's answer) only the resources written since it are searched again (StaleMatchesError
+   * where that cannot say). Unknown parameters are an error here, never ignored; a chain or `_has`
+   * through a type the caller may not search is a 403, exactly as in a search, so that criteria cannot
+   * probe data the caller may not see.
    */
   findIds(
+    request: FhirRequest,
     executor: SqlExecutor,
     type: string,
     query: string,
-    canSearch: (type: string) => boolean,
-    limit?: number,
+    options: { readonly limit: number; readonly ahead?: MatchesAhead },
   ): Promise<string[]>;
+  /**
+   * Where the database cannot stop a statement inside a write transaction (SQLite, whose writer runs on
+   * the event loop), the criteria searched before the transaction, as a bounded read (interruptible, off
+   * the event loop), with the point in the history they saw; elsewhere undefined (findIds searches in
+   * the transaction, bounded there). docs/storage.md, "Conditional writes".
+   */
+  findIdsAhead(request: FhirRequest, type: string, query: string, limit: number): Promise<MatchesAhead | undefined>;
   /** The parameters the engine supports on a type, for the CapabilityStatement. */
   capabilitySearchParams(type: string): CapabilitySearchParam[];
   /** The `_include` and `_revinclude` values the engine accepts on a type, for the CapabilityStatement. */
@@ -109,6 +129,25 @@ export interface FhirServices {
   readonly writePositions?: WritePositions;
 }
 
+/** Conditional criteria searched ahead of a write transaction (SearchEngine.findIdsAhead). */
+export interface MatchesAhead {
+  /** The pks of the matches, at most `limit`. */
+  readonly pks: readonly number[];
+  readonly limit: number;
+  /** The last resource_history seq the search's snapshot held (0: none). */
+  readonly seq: number;
+}
+
+/**
+ * Criteria searched ahead that the transaction cannot check cheaply: a resource that a chain or `_has`
+ * of them passes through, or too many resources, changed since. They are searched ahead again.
+ */
+export class StaleMatchesError extends Error {
+  constructor() {
+    super('the data the conditional criteria depend on changed since they were searched');
+  }
+}
+
 /** One request as the FHIR layer sees it: who asks, through which services. */
 export interface FhirRequest {
   readonly services: FhirServices;
@@ -121,4 +160,9 @@ export interface FhirRequest {
   readonly budget?: ReadBudget;
   /** In a transaction Bundle: the `Type/id` of the entries it writes (references to them need no read scope). */
   readonly bundleTargets?: ReadonlySet<string>;
+  /**
+   * Conditional criteria searched ahead of the write transaction, by `Type?query`
+   * (fhir/conditional.ts withMatchesAhead); undefined values where the database searches them inside it.
+   */
+  readonly matchesAhead?: ReadonlyMap<string, MatchesAhead | undefined>;
 }

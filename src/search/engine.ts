@@ -5,13 +5,14 @@ import type { Config } from '../config.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
 import { mayReadBinary, requireAccess } from '../fhir/access.js';
-import type { FhirRequest, SearchEngine, SearchOptions } from '../fhir/services.js';
+import { StaleMatchesError } from '../fhir/services.js';
+import type { FhirRequest, MatchesAhead, SearchEngine, SearchOptions } from '../fhir/services.js';
 import type { FhirResponse } from '../fhir/response.js';
 import { performance } from 'node:perf_hooks';
 import { BudgetExceededError } from '../storage/sql/database.js';
 import type { ReadBudget, SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter } from '../storage/store.js';
-import { compileMatches, compileSearchStatements } from './sql/compile.js';
+import { compileMatches, compileMatchesAmong, compileMatchesAt, compileSearchStatements } from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 import { SearchCatalog } from './catalog.js';
 import { compartmentCriterion, compartmentSearchTypes } from './compartment.js';
@@ -25,7 +26,7 @@ import { SearchIndexWriter } from './index-writer.js';
 import { parseSearch } from './parse.js';
 import type { SearchRequest } from './parse.js';
 import { planSearch } from './plan.js';
-import type { Plan } from './plan.js';
+import type { Plan, PlannedCriterion } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
 import { transactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from '../fhir/references.js';
@@ -86,6 +87,22 @@ class StatisticsKeeper {
       .catch(() => undefined)
       .finally(() => (this.running = false));
   }
+}
+
+/**
+ * Resources written since conditional criteria were searched ahead that the write transaction checks
+ * itself; past it they are searched ahead again (a bulk load ran meanwhile).
+ */
+const MAX_WRITTEN_SINCE = 1000;
+
+/** The types other than the searched one whose resources decide a match: those chains and `_has` pass through. */
+function joinedTypes(criteria: readonly PlannedCriterion[], into = new Set<string>()): Set<string> {
+  for (const c of criteria) {
+    if (c.kind === 'chain') c.targetTypes.forEach((t) => into.add(t));
+    if (c.kind === 'has') into.add(c.sourceType);
+    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes') joinedTypes([c.inner], into);
+  }
+  return into;
 }
 
 export interface SearchEngineOptions {
@@ -194,6 +211,7 @@ export function createSearchEngine(
         throw new AppError('forbidden', "The token's scopes do not allow search on any resource type");
     }
     const plan = planFor(parsed, types, options.strict, (t) => request.principal.canFhir('search', t));
+    if (options.planOnly) return { status: 200 };
     return runPlan(request, parsed, plan, type ?? '', options.executor);
   }
 
@@ -264,6 +282,7 @@ export function createSearchEngine(
     const canSearch = (t: string) => request.principal.canFhir('search', t);
     const types = compartmentSearchTypes(rule, type, parsed.types, canSearch);
     const plan = planFor(parsed, types, options.strict, canSearch);
+    if (options.planOnly) return { status: 200 };
     const inCompartment = compartmentCriterion(rule, id, types);
     return runPlan(
       request,
@@ -294,28 +313,92 @@ export function createSearchEngine(
     return runPlan(request, everythingSearchRequest(operation), plan, `Patient/${id}/$everything`, undefined);
   }
 
+  /** Conditional criteria as a plan: searched strictly, within the caller's search scopes. */
+  function planCriteria(request: FhirRequest, type: string, query: string): Plan {
+    if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
+    const parsed = parseSearch([...new URLSearchParams(query)]);
+    return planFor(parsed, [type], true, (t) => request.principal.canFhir('search', t));
+  }
+
+  async function findIdsAhead(
+    request: FhirRequest,
+    type: string,
+    query: string,
+    limit: number,
+  ): Promise<MatchesAhead | undefined> {
+    const plan = planCriteria(request, type, query);
+    // Where a statement of a write transaction can be bounded (PostgreSQL), findIds searches there.
+    if (db.dialect.transactionStatementTimeout) return undefined;
+    const statement = compileMatchesAt(plan, db.dialect, limit);
+    const budget = searchBudget(request, config.searchTimeoutMs);
+    try {
+      const rows = await db.boundedQuery<{ pk: number | null; seq: number | null }>(
+        statement.text,
+        statement.params,
+        budget,
+      );
+      const seq = Number(rows.find((row) => row.pk === null)?.seq ?? 0);
+      return { pks: rows.filter((row) => row.pk !== null).map((row) => Number(row.pk)), limit, seq };
+    } catch (error) {
+      tooCostly(error);
+    }
+  }
+
   async function findIds(
+    request: FhirRequest,
     executor: SqlExecutor,
     type: string,
     query: string,
-    canSearch: (type: string) => boolean,
-    limit = 2,
+    options: { readonly limit: number; readonly ahead?: MatchesAhead },
   ): Promise<string[]> {
-    if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
-    const parsed = parseSearch([...new URLSearchParams(query)]);
-    const plan = planFor(parsed, [type], true, canSearch);
-    const statement = compileMatches(plan, executor.dialect, 'id', limit);
-    const rows = await executor.query<{ id: string }>(statement.text, statement.params);
-    return rows.map((r) => r.id);
+    const plan = planCriteria(request, type, query);
+    const { limit, ahead } = options;
+    const budget = searchBudget(request, config.searchTimeoutMs);
+    try {
+      if (ahead) return await findIdsSince(executor, plan, ahead);
+      const statement = compileMatches(plan, executor.dialect, 'id', limit);
+      const rows = await transactionRunner(executor, budget)(statement);
+      return rows.map((r) => r.id as string);
+    } catch (error) {
+      tooCostly(error);
+    }
+  }
+
+  /**
+   * The matches now, inside the write transaction, from those found ahead: the resources written since
+   * (history after `ahead.seq`, this transaction's own writes included) are the only ones whose answer
+   * may have changed, so the criteria are checked on them and on the earlier matches only, a few probes
+   * each. Exact unless a resource a chain or `_has` passes through changed (the criteria of an unchanged
+   * resource then changed too), too many were written to check cheaply, or the earlier matches were cut
+   * at the limit and one of them no longer matches: then StaleMatchesError, and they are searched ahead again.
+   */
+  async function findIdsSince(executor: SqlExecutor, plan: Plan, ahead: MatchesAhead): Promise<string[]> {
+    const written = await executor.query<{ pk: number; type: string }>(
+      'SELECT DISTINCT pk, type FROM resource_history WHERE seq > ? LIMIT ?',
+      [ahead.seq, MAX_WRITTEN_SINCE + 1],
+    );
+    const joined = joinedTypes(plan.criteria);
+    if (written.length > MAX_WRITTEN_SINCE || written.some((row) => joined.has(row.type))) {
+      throw new StaleMatchesError();
+    }
+    const candidates = new Set(ahead.pks);
+    for (const row of written) if (plan.types.includes(row.type)) candidates.add(Number(row.pk));
+    if (candidates.size === 0) return [];
+    const statement = compileMatchesAmong(plan, executor.dialect, [...candidates], ahead.limit);
+    const rows = await executor.query<{ pk: number; id: string }>(statement.text, statement.params);
+    if (ahead.pks.length >= ahead.limit && rows.length < ahead.limit) throw new StaleMatchesError();
+    return rows.map((row) => row.id);
   }
 
   return {
     catalog,
     indexWriter,
+    searchesAfterCommit: db.dialect.transactionStatementTimeout === undefined,
     search,
     compartmentSearch,
     everything,
     findIds,
+    findIdsAhead,
     capabilitySearchParams: (type) => catalog.capabilities(type),
     capabilityIncludes: (type) => ({ include: catalog.includes(type), revinclude: catalog.revIncludes(type) }),
     capabilitySystemSearchParams: () => [

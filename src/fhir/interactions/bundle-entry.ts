@@ -48,6 +48,8 @@ export async function performEntry(
   request: FhirRequest,
   entry: EntryToPerform,
   transaction?: SqlExecutor,
+  /** A search entry: only checked (SearchOptions.planOnly). */
+  planOnly = false,
 ): Promise<FhirResponse> {
   const { action, resource } = entry;
   switch (action.kind) {
@@ -84,6 +86,7 @@ export async function performEntry(
       return request.services.search.search(request, action.type, [...new URLSearchParams(action.query)], {
         strict: false,
         executor: transaction,
+        planOnly,
       });
     case 'compartment-search':
       return compartmentSearchInteraction(
@@ -92,7 +95,7 @@ export async function performEntry(
         action.id,
         action.type,
         [...new URLSearchParams(action.query)],
-        { strict: false, executor: transaction },
+        { strict: false, executor: transaction, planOnly },
       );
     case 'history':
       return historyInteraction(request, Object.fromEntries(new URLSearchParams(action.query)), action.type, action.id);

@@ -1,7 +1,7 @@
 // https://hl7.org/fhir/R4/http.html#cond-update
 import { AppError } from '../../errors.js';
 import { requireAccess } from '../access.js';
-import { findMatches, lockCriteria, parseCriteria } from '../conditional.js';
+import { findMatches, lockCriteria, parseCriteria, withMatchesAhead } from '../conditional.js';
 import { assertValidId } from '../ids.js';
 import { acceptResource } from '../resource-input.js';
 import type { FhirResponse } from '../response.js';
@@ -23,26 +23,36 @@ export async function conditionalUpdateInteraction(
   if (bodyId !== undefined && typeof bodyId !== 'string')
     throw new AppError('invalid-id', 'The body id must be a string');
   if (bodyId !== undefined) assertValidId(bodyId);
-  return request.services.store.transaction(async (store, tx) => {
-    await lockCriteria(tx, type, criteria);
-    const matches = await findMatches(request, tx, type, criteria);
-    if (matches.length > 1) {
-      throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
-    }
-    if (matches.length === 0) {
-      requireAccess(request, 'create', type);
-      const resource = acceptResource(request, type, body);
-      const { stored } = bodyId
-        ? await store.update({ ...resource, id: bodyId }, { ifMatch })
-        : await store.create(resource);
-      return writeResponse(request, stored, 201);
-    }
-    const id = matches[0];
-    if (bodyId !== undefined && bodyId !== id) {
-      throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
-    }
-    const resource = acceptResource(request, type, { ...(body as object), id }, id);
-    const { stored } = await store.update({ ...resource, id }, { ifMatch });
-    return writeResponse(request, stored, 200);
-  });
+  return withMatchesAhead(request, [[type, criteria]], (request) =>
+    request.services.store.transaction(async (store, tx) => {
+      await lockCriteria(tx, type, criteria);
+      const matches = await findMatches(request, tx, type, criteria);
+      if (matches.length > 1) {
+        throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
+      }
+      if (matches.length === 0) {
+        requireAccess(request, 'create', type);
+        const resource = acceptResource(request, type, body);
+        if (bodyId === undefined) return writeResponse(request, (await store.create(resource)).stored, 201);
+        // No match and an id in the body: an update-as-create with that id, but never an update of another
+        // resource the criteria did not match (R5 http.html#cond-update states it: 409; HAPI refuses it too, HAPI-0825).
+        const existing = await store.read(type, bodyId, { lock: true });
+        if (existing && !existing.deleted) {
+          throw new AppError(
+            'conditional-id-exists',
+            `No ${type} matches the criteria, and the body's id names ${type}/${bodyId}, which exists: a conditional update does not update a resource its criteria do not match`,
+          );
+        }
+        const { stored } = await store.update({ ...resource, id: bodyId }, { ifMatch });
+        return writeResponse(request, stored, 201);
+      }
+      const id = matches[0];
+      if (bodyId !== undefined && bodyId !== id) {
+        throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
+      }
+      const resource = acceptResource(request, type, { ...(body as object), id }, id);
+      const { stored } = await store.update({ ...resource, id }, { ifMatch });
+      return writeResponse(request, stored, 200);
+    }),
+  );
 }

@@ -438,6 +438,33 @@ export function compileMatches(plan: Plan, dialect: Dialect, column: 'pk' | 'id'
   return limit === undefined ? query : sql`${query} LIMIT ${limit}`;
 }
 
+/**
+ * Conditional criteria resolved ahead of a write transaction (fhir/conditional.ts): the pk and id of up
+ * to `limit` matches, and, in the same statement and so in the same snapshot, the last history `seq` it
+ * saw, as a first row without pk (every write appends a history row, so what changed since is what
+ * comes after that seq).
+ */
+export function compileMatchesAt(plan: Plan, dialect: Dialect, limit: number): Sql {
+  const filter = resourceFilter(dialect, plan.criteria, 'r0', plan.types, 0);
+  return sql`${raw(dialect.adhocStatement)}SELECT NULL AS pk, NULL AS id, (SELECT MAX(seq) FROM resource_history) AS seq
+    UNION ALL SELECT * FROM (SELECT r0.pk, r0.id, NULL AS seq FROM resource r0 WHERE ${filter} LIMIT ${limit}) m`;
+}
+
+/**
+ * The criteria again, inside the write transaction, on the `candidates` (pks) only: each candidate probed
+ * by its primary key and its criteria checked on its own rows (no driver from the index), so the
+ * statement costs a few probes per candidate, whatever the database holds.
+ */
+export function compileMatchesAmong(plan: Plan, dialect: Dialect, candidates: readonly number[], limit: number): Sql {
+  const conditions = [
+    sql`r0.pk IN (${new Sql(dialect.jsonIntegers, [JSON.stringify(candidates)])})`,
+    typeCondition('r0', plan.types),
+    sql`r0.deleted = 0`,
+    ...plan.criteria.map((c) => criterionCondition(dialect, c, 'r0', 0)),
+  ];
+  return sql`SELECT r0.pk, r0.id FROM resource r0 WHERE ${and(conditions)} LIMIT ${limit}`;
+}
+
 /** Stand for the frontier and the row limit in a compiled include until the executor binds them. */
 const FRONTIER = '\u0000frontier';
 const FRONTIER_KEYS = '\u0000frontier-keys';

@@ -112,14 +112,21 @@ export class PowercutMount {
   /** Unmounts (after a cut: what the backing folder holds is what survived) and waits for the daemon. */
   async unmount(): Promise<void> {
     if (!this.daemon) return;
+    const daemon = this.daemon;
     for (let attempt = 0; mounted(this.mountpoint); attempt++) {
       // Busy while a process killed a moment ago still has files open: the kernel closes them shortly.
+      // Still busy after 5 s (a process left running): detach it, and end the layer below.
       const result = spawnSync('fusermount3', ['-u', this.mountpoint], { encoding: 'utf8' });
       if (result.status === 0) break;
-      if (attempt >= 100) execFileSync('umount', ['-l', this.mountpoint]);
+      if (attempt >= 100) {
+        execFileSync('umount', ['-l', this.mountpoint]);
+        break;
+      }
       await sleep(50);
     }
+    const timer = setTimeout(() => daemon.kill('SIGKILL'), 5000);
     await this.exited;
+    clearTimeout(timer);
     this.daemon = undefined;
   }
 

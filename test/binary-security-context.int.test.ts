@@ -155,4 +155,37 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     const allowed = await raw(patientReader, 'attached', { 'x-security-context': `Patient/${patientId}` });
     expect(allowed.statusCode).toBe(201);
   });
+
+  it('a conditional create that finds it answers without its content (If-None-Exist, ifNoneExist)', async () => {
+    const base64 = Buffer.from(secret).toString('base64');
+    const plain = await raw(binaryOnly, 'probe', {
+      'if-none-exist': `_id=${attached}`,
+      prefer: 'return=representation',
+    });
+    expect(plain.statusCode).toBe(200);
+    expect(plain.headers.location).toContain(`/Binary/${attached}/_history/`);
+    expect(plain.body).toBe('');
+    const bundle = await json(binaryOnly, 'POST', '/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          resource: { resourceType: 'Binary', contentType: 'text/plain', data: 'eA==' },
+          request: { method: 'POST', url: 'Binary', ifNoneExist: `_id=${attachedAbsolute}` },
+        },
+      ],
+    });
+    expect(bundle.statusCode).toBe(200);
+    const entry = bundle.json().entry[0];
+    expect(entry.response.status).toBe('200 OK');
+    expect(entry.resource).toBeUndefined();
+    expect(bundle.body).not.toContain(base64);
+    // A caller who may read Patients gets the match as usual.
+    const reader = await raw(patientReader, 'probe', {
+      'if-none-exist': `_id=${attached}`,
+      prefer: 'return=representation',
+    });
+    expect(reader.statusCode).toBe(200);
+    expect(reader.json()).toMatchObject({ resourceType: 'Binary', id: attached, data: base64 });
+  });
 });

@@ -53,11 +53,22 @@ export function outputStoreFor(db: SqlDatabase): ExportOutputStore {
     : new FolderOutputStore(join(db.localFolder, 'exports'));
 }
 
-export class TableOutputStore implements ExportOutputStore {
-  /** Whether rows were deleted since the last reclaim (a VACUUM of a table with nothing dead is a waste). */
-  private removed = false;
+/**
+ * How long after output was removed each sweep vacuums the table again. A VACUUM cannot free rows that a
+ * transaction still open anywhere in the database might see, nor cut the table's end while a reader holds
+ * it; so one right after the removal may free nothing, and later ones (cheap: pages of kept exports are
+ * all-visible and skipped) finish the work once that transaction has ended.
+ */
+export const RECLAIM_WINDOW_MS = 60_000;
 
-  constructor(private readonly db: SqlDatabase) {}
+export class TableOutputStore implements ExportOutputStore {
+  /** When rows were last deleted (a VACUUM of a table with nothing dead is a waste). */
+  private removedAt: number | undefined;
+
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly clock: () => number = Date.now,
+  ) {}
 
   async stage(): Promise<void> {}
 
@@ -83,15 +94,18 @@ export class TableOutputStore implements ExportOutputStore {
   }
 
   async removeIn(tx: SqlExecutor, jobId: string): Promise<void> {
-    if ((await tx.execute('DELETE FROM export_chunk WHERE job_id = ?', [jobId])) > 0) this.removed = true;
+    if ((await tx.execute('DELETE FROM export_chunk WHERE job_id = ?', [jobId])) > 0) this.removedAt = this.clock();
   }
 
   async discard(): Promise<void> {}
 
   async reclaim(): Promise<void> {
     const statement = this.db.dialect.reclaimSpace('export_chunk');
-    if (!this.removed || statement === undefined) return;
-    this.removed = false;
+    if (statement === undefined || this.removedAt === undefined) return;
+    if (this.clock() - this.removedAt > RECLAIM_WINDOW_MS) {
+      this.removedAt = undefined;
+      return;
+    }
     await this.db.executeScript(statement);
   }
 }
@@ -121,7 +135,8 @@ export class FolderOutputStore implements ExportOutputStore {
   async stage(piece: StoredPiece): Promise<void> {
     const folder = this.folder(piece.jobId);
     if (piece.offset === 0) {
-      await mkdir(folder, { recursive: true });
+      // Patient data: only the server's user may read it (the files too, 0600).
+      await mkdir(folder, { recursive: true, mode: 0o700 });
     }
     const handle = await open(
       this.file(piece.jobId, piece.type, piece.fileNo),

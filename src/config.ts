@@ -79,6 +79,12 @@ export interface ExportConfig {
   readonly workers: number;
   /** How long a claimed job stays reserved without a heartbeat before another process may take it over. */
   readonly leaseSeconds: number;
+  /** AMBIENT_EXPORT_MAX_ACTIVE: exports one account may have queued or running at once (429 past it). */
+  readonly maxActive: number;
+  /** AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT: stored (compressed) bytes of one account's exports, running or kept. */
+  readonly maxBytesPerAccount: number;
+  /** AMBIENT_DOWNLOAD_IDLE_TIMEOUT_MS: a file download whose client reads nothing for this long is dropped. */
+  readonly downloadIdleTimeoutMs: number;
 }
 
 /** An OpenAI-compatible HTTP engine (chat completions or audio transcriptions). */
@@ -402,6 +408,9 @@ function readConfig(environment: Env, options: ConfigOptions) {
       ttlSeconds: integer('AMBIENT_EXPORT_TTL_SECONDS', 86_400, 1, 365 * 86_400),
       workers: integer('AMBIENT_EXPORT_WORKERS', 1, 0, 16),
       leaseSeconds: integer('AMBIENT_EXPORT_LEASE_SECONDS', 30, 1, 86_400),
+      maxActive: integer('AMBIENT_EXPORT_MAX_ACTIVE', 3, 1, 1000),
+      maxBytesPerAccount: integer('AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT', 1024 ** 3, 1024),
+      downloadIdleTimeoutMs: integer('AMBIENT_DOWNLOAD_IDLE_TIMEOUT_MS', 30_000, 100, 3_600_000),
     }),
   };
   return { config, problems, known, publicUrlNote };

@@ -12,6 +12,7 @@ import { raw } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { patientCompartmentParams } from './compartment.js';
+import { ACCOUNT_BYTES, ACCOUNT_USAGE } from './jobs.js';
 import { selectionFor } from './selection.js';
 import type { ExportSpec } from './selection.js';
 import { pageQuery, versionAtQuery } from './snapshot.js';
@@ -135,11 +136,8 @@ describe.each(BACKENDS)('export query plans on %s', (backend) => {
         ['export_job_claim'],
       ],
       ['SELECT id FROM export_job WHERE expires_at < ? ORDER BY expires_at LIMIT ?', [1, 20], ['export_job_expires']],
-      [
-        `SELECT COUNT(*) AS n FROM export_job WHERE account_id = ? AND state IN ('queued', 'running')`,
-        ['a'],
-        ['export_job_account'],
-      ],
+      [ACCOUNT_USAGE, ['a'], ['export_job_account']],
+      [ACCOUNT_BYTES, ['a'], ['export_job_account']],
       [
         'SELECT data FROM export_chunk WHERE job_id = ? AND type = ? AND file_no = ? AND seq = ?',
         ['j', 'Patient', 1, 0],

@@ -2,12 +2,19 @@
 // of server processes on one database. Claiming works as the scribe queue's (scribe/queue.ts): one
 // conditional UPDATE per claim, a lease (random token + expiry) kept by a heartbeat, and every later
 // write names the token, so a worker that lost its job (lease expired, or the job was cancelled and
-// deleted) can no longer change anything. Output chunks are written in the same transaction as the
-// progress that accounts for them, so a resumed job neither loses nor repeats a resource.
+// deleted) can no longer change anything. Output chunks are recorded in the same transaction as the
+// progress that accounts for them, so a resumed job neither loses nor repeats a resource. Each account's
+// exports are bounded (CONTRACT.md): so many unfinished, so many stored bytes (`bytes`, counted as each
+// chunk is saved, running exports included).
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
 import { cleanReason } from '../scribe/queue.js';
-import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import type { SqlDatabase, SqlExecutor, SqlValue } from '../storage/sql/database.js';
+import { EMPTY_GZIP } from './gzip-file.js';
+import type { GzipState } from './gzip-file.js';
+import { outputStoreFor } from './output-store.js';
+import type { ExportOutputStore } from './output-store.js';
 import type { ExportSpec } from './selection.js';
 
 export type JobState = 'queued' | 'running' | 'completed' | 'failed';
@@ -18,6 +25,9 @@ export interface OutputFile {
   /** From 1, per type. */
   readonly fileNo: number;
   readonly count: number;
+  /** Bytes stored (gzip) and bytes of NDJSON they hold: each download's Content-Length. */
+  readonly bytes: number;
+  readonly textBytes: number;
 }
 
 /** Where a job's walk stands; saved with every chunk written. */
@@ -30,6 +40,8 @@ export interface ExportProgress {
   readonly fileNo: number;
   readonly seq: number;
   readonly fileResources: number;
+  /** That file's gzip stream so far (its stored bytes are where its next chunk goes). */
+  readonly gzip: GzipState;
   /** The files finished. */
   readonly files: readonly OutputFile[];
   /** Resources written in all. */
@@ -42,6 +54,7 @@ export const START: ExportProgress = {
   fileNo: 1,
   seq: 0,
   fileResources: 0,
+  gzip: EMPTY_GZIP,
   files: [],
   resources: 0,
 };
@@ -56,6 +69,8 @@ export interface JobRecord {
   readonly progress: ExportProgress;
   readonly output: readonly OutputFile[] | undefined;
   readonly error: string | undefined;
+  /** The catalog code the failure is answered with (undefined: export-failed). */
+  readonly errorCode: ErrorCode | undefined;
   readonly completedAt: number | undefined;
   readonly expiresAt: number | undefined;
 }
@@ -63,18 +78,20 @@ export interface JobRecord {
 /** A job claimed by this process. */
 export interface ClaimedJob {
   readonly id: string;
+  readonly accountId: string;
   readonly leaseToken: string;
   readonly spec: ExportSpec;
   readonly transactionTime: number;
   readonly progress: ExportProgress;
 }
 
+/** A chunk of a file: the gzip bytes stored after the file's first `offset` bytes. */
 export interface Chunk {
   readonly type: string;
   readonly fileNo: number;
   readonly seq: number;
-  readonly resources: number;
-  readonly data: string;
+  readonly offset: number;
+  readonly data: Buffer;
 }
 
 /** The job no longer belongs to this worker: its lease went to another process, or it was cancelled. */
@@ -84,8 +101,28 @@ export class JobLostError extends Error {
   }
 }
 
-/** Exports an account may have queued or running at once. */
-export const MAX_UNFINISHED_PER_ACCOUNT = 3;
+/** A chunk would take the account's exports past AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT: the job stops. */
+export class ExportBoundError extends AppError {
+  constructor(maxBytes: number) {
+    super(
+      'export-too-large',
+      `The account's exports would store more than AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT (${maxBytes} bytes, compressed): export fewer types, use _since or _typeFilter, or remove finished exports (DELETE their status URLs)`,
+    );
+  }
+}
+
+export interface ExportLimits {
+  /** AMBIENT_EXPORT_MAX_ACTIVE: exports an account may have queued or running at once. */
+  readonly maxActive: number;
+  /** AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT: stored bytes of an account's exports, running or kept. */
+  readonly maxBytesPerAccount: number;
+}
+
+/** CONTRACT.md's defaults. */
+export const DEFAULT_LIMITS: ExportLimits = { maxActive: 3, maxBytesPerAccount: 1024 ** 3 };
+
+/** Retry-After when no kept export of the account expires sooner (only unfinished ones hold the bound). */
+const RETRY_AFTER_SECONDS = 60;
 
 interface JobRow {
   id: string;
@@ -97,6 +134,7 @@ interface JobRow {
   progress: string | null;
   output: string | null;
   error: string | null;
+  error_code: string | null;
   completed_at: number | string | null;
   expires_at: number | string | null;
 }
@@ -115,38 +153,63 @@ function toRecord(row: JobRow): JobRecord {
     progress: row.progress ? (JSON.parse(row.progress) as ExportProgress) : START,
     output: row.output ? (JSON.parse(row.output) as OutputFile[]) : undefined,
     error: row.error ?? undefined,
+    errorCode: (row.error_code ?? undefined) as ErrorCode | undefined,
     completedAt: optionalNumber(row.completed_at),
     expiresAt: optionalNumber(row.expires_at),
   };
 }
 
+/** An account's unfinished exports, stored bytes and first expiry (through export_job_account). */
+export const ACCOUNT_USAGE = `SELECT SUM(CASE WHEN state IN ('queued', 'running') THEN 1 ELSE 0 END) AS active, SUM(bytes) AS bytes, MIN(CASE WHEN bytes > 0 THEN expires_at END) AS expires FROM export_job WHERE account_id = ?`;
+export const ACCOUNT_BYTES = 'SELECT SUM(bytes) AS bytes FROM export_job WHERE account_id = ?';
+
 const CLAIMABLE = `(state = 'queued' OR (state = 'running' AND lease_expires < ?))`;
 const HELD = `id = ? AND lease_token = ? AND state = 'running'`;
 
 export class ExportJobs {
+  readonly store: ExportOutputStore;
+  private readonly limits: ExportLimits;
+  private readonly clock: () => number;
+
   constructor(
     private readonly db: SqlDatabase,
-    private readonly clock: () => number = Date.now,
-  ) {}
+    options: { store?: ExportOutputStore; limits?: ExportLimits; clock?: () => number } = {},
+  ) {
+    this.store = options.store ?? outputStoreFor(db);
+    this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.clock = options.clock ?? Date.now;
+  }
 
   /**
-   * Queues a new export for `accountId`; 429 when the account already has MAX_UNFINISHED_PER_ACCOUNT
-   * queued or running (checked under a per-account lock on PostgreSQL; SQLite serialises writers).
+   * Queues a new export for `accountId`; 429 when the account already has `maxActive` queued or running,
+   * or stores `maxBytesPerAccount` (checked under a per-account lock on PostgreSQL; SQLite serialises
+   * writers).
    */
   async create(accountId: string, request: string, spec: ExportSpec, transactionTime: number): Promise<string> {
     const id = randomUUID();
     const now = this.clock();
     await this.db.transaction(async (tx) => {
-      if (tx.dialect.transactionLock) await tx.query(tx.dialect.transactionLock, [`export:${accountId}`]);
-      const [{ n }] = await tx.query<{ n: number | string }>(
-        `SELECT COUNT(*) AS n FROM export_job WHERE account_id = ? AND state IN ('queued', 'running')`,
-        [accountId],
-      );
-      if (Number(n) >= MAX_UNFINISHED_PER_ACCOUNT) {
+      await lockAccount(tx, accountId);
+      const [{ active, bytes, expires }] = await tx.query<{
+        active: number | string;
+        bytes: number | string | null;
+        expires: number | string | null;
+      }>(ACCOUNT_USAGE, [accountId]);
+      const { maxActive, maxBytesPerAccount } = this.limits;
+      if (Number(active ?? 0) >= maxActive) {
         throw new AppError(
           'too-many-exports',
-          `An account may have ${MAX_UNFINISHED_PER_ACCOUNT} exports queued or running at once; wait for one to finish or cancel one (DELETE its status URL)`,
-          { headers: { 'Retry-After': '60' } },
+          `An account may have ${maxActive} exports queued or running at once (AMBIENT_EXPORT_MAX_ACTIVE); wait for one to finish or cancel one (DELETE its status URL)`,
+          { headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } },
+        );
+      }
+      if (Number(bytes ?? 0) >= maxBytesPerAccount) {
+        // Space comes back when the account's first export expires (or sooner, by a DELETE).
+        const wait = expires === null ? RETRY_AFTER_SECONDS : Math.ceil((Number(expires) - now) / 1000);
+        throw new AppError(
+          'too-many-exports',
+          `The account's exports store ${Number(bytes)} bytes, the most AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT allows (${maxBytesPerAccount}); wait for one to expire or remove one (DELETE its status URL)`,
+          { headers: { 'Retry-After': String(Math.max(1, wait)) } },
         );
       }
       await tx.execute(
@@ -160,7 +223,7 @@ export class ExportJobs {
   /** The job if it belongs to `accountId` and has not expired; undefined otherwise (the caller answers 404). */
   async find(id: string, accountId: string): Promise<JobRecord | undefined> {
     const [row] = await this.db.query<JobRow>(
-      `SELECT id, account_id, request, params, state, transaction_time, progress, output, error, completed_at, expires_at FROM export_job WHERE id = ?`,
+      `SELECT id, account_id, request, params, state, transaction_time, progress, output, error, error_code, completed_at, expires_at FROM export_job WHERE id = ?`,
       [id],
     );
     if (!row || row.account_id !== accountId) return undefined;
@@ -177,9 +240,10 @@ export class ExportJobs {
   async remove(id: string): Promise<void> {
     await this.db.transaction(async (tx) => {
       await tx.query(`SELECT id FROM export_job WHERE id = ?${tx.dialect.forUpdate}`, [id]);
-      await tx.execute('DELETE FROM export_chunk WHERE job_id = ?', [id]);
+      await this.store.removeIn(tx, id);
       await tx.execute('DELETE FROM export_job WHERE id = ?', [id]);
     });
+    await this.store.discard(id);
   }
 
   /** Claims the oldest queued job (or one whose lease expired), or undefined when there is none. */
@@ -194,13 +258,14 @@ export class ExportJobs {
       const [row] = await this.db.query<JobRow>(
         `UPDATE export_job SET state = 'running', attempts = attempts + 1, lease_token = ?, lease_expires = ?, updated_at = ?
           WHERE id = ? AND ${CLAIMABLE}
-          RETURNING id, account_id, request, params, state, transaction_time, progress, output, error, completed_at, expires_at`,
+          RETURNING id, account_id, request, params, state, transaction_time, progress, output, error, error_code, completed_at, expires_at`,
         [token, now + leaseMs, now, id, now],
       );
       if (!row) continue; // another process was quicker
       const record = toRecord(row);
       return {
         id,
+        accountId: record.accountId,
         leaseToken: token,
         spec: record.spec,
         transactionTime: record.transactionTime,
@@ -222,20 +287,29 @@ export class ExportJobs {
     return changed === 1;
   }
 
-  /** Saves the progress and, in the same transaction, the chunk it accounts for; JobLostError when lost. */
+  /**
+   * Saves the progress and, in the same transaction, the chunk it accounts for; JobLostError when lost,
+   * ExportBoundError when the account's exports already store `maxBytesPerAccount` (so they pass it by at
+   * most one chunk per running export).
+   */
   async save(job: ClaimedJob, progress: ExportProgress, chunk: Chunk | undefined, leaseMs: number): Promise<void> {
     const now = this.clock();
+    const piece = chunk && { jobId: job.id, ...chunk };
+    if (piece) await this.store.stage(piece);
     await this.db.transaction(async (tx) => {
-      await this.update(tx, job, `progress = ?, lease_expires = ?, updated_at = ?`, [
+      if (piece) await lockAccount(tx, job.accountId);
+      await this.update(tx, job, `progress = ?, bytes = bytes + ?, lease_expires = ?, updated_at = ?`, [
         JSON.stringify(progress),
+        piece?.data.length ?? 0,
         now + leaseMs,
         now,
       ]);
-      if (chunk) {
-        await tx.execute(
-          'INSERT INTO export_chunk (job_id, type, file_no, seq, resources, data) VALUES (?, ?, ?, ?, ?, ?)',
-          [job.id, chunk.type, chunk.fileNo, chunk.seq, chunk.resources, chunk.data],
-        );
+      if (piece) {
+        const [{ bytes }] = await tx.query<{ bytes: number | string }>(ACCOUNT_BYTES, [job.accountId]);
+        if (Number(bytes) - piece.data.length >= this.limits.maxBytesPerAccount) {
+          throw new ExportBoundError(this.limits.maxBytesPerAccount);
+        }
+        await this.store.record(tx, piece);
       }
     });
   }
@@ -251,18 +325,19 @@ export class ExportJobs {
     );
   }
 
-  /** Ends the job failed: its output is removed, the reason kept until it expires. */
-  async fail(job: ClaimedJob, reason: string, ttlMs: number): Promise<void> {
+  /** Ends the job failed: its output is removed, the reason (and its catalog code) kept until it expires. */
+  async fail(job: ClaimedJob, reason: string, ttlMs: number, code?: ErrorCode): Promise<void> {
     const now = this.clock();
     await this.db.transaction(async (tx) => {
       await this.update(
         tx,
         job,
-        `state = 'failed', error = ?, lease_token = NULL, lease_expires = NULL, completed_at = ?, expires_at = ?, updated_at = ?`,
-        [cleanReason(reason), now, now + ttlMs, now],
+        `state = 'failed', error = ?, error_code = ?, bytes = 0, lease_token = NULL, lease_expires = NULL, completed_at = ?, expires_at = ?, updated_at = ?`,
+        [cleanReason(reason), code ?? null, now, now + ttlMs, now],
       );
-      await tx.execute('DELETE FROM export_chunk WHERE job_id = ?', [job.id]);
+      await this.store.removeIn(tx, job.id);
     });
+    await this.store.discard(job.id);
   }
 
   /** Gives a job back (shutdown): queued again, resumed from its saved progress by whoever claims it. */
@@ -274,31 +349,32 @@ export class ExportJobs {
     );
   }
 
-  /** Removes up to `limit` jobs past their expiry, with their output; answers how many. */
+  /**
+   * Removes up to `limit` jobs past their expiry, with their output, and gives the space of every output
+   * removed since the last sweep back (cancelled and failed ones too); answers how many jobs it removed.
+   */
   async sweep(limit = 20): Promise<number> {
     const expired = await this.db.query<{ id: string }>(
       'SELECT id FROM export_job WHERE expires_at < ? ORDER BY expires_at LIMIT ?',
       [this.clock(), limit],
     );
     for (const { id } of expired) await this.remove(id);
+    await this.store.reclaim(async (ids) => {
+      const rows = await this.db.query<{ id: string }>(
+        `SELECT id FROM export_job WHERE id IN (${ids.map(() => '?').join(', ')})`,
+        ids,
+      );
+      return new Set(rows.map((row) => row.id));
+    });
     return expired.length;
   }
 
-  /** Chunk `seq` of a file, or undefined past its last one. */
-  async chunk(id: string, type: string, fileNo: number, seq: number): Promise<string | undefined> {
-    const [row] = await this.db.query<{ data: string }>(
-      'SELECT data FROM export_chunk WHERE job_id = ? AND type = ? AND file_no = ? AND seq = ?',
-      [id, type, fileNo, seq],
-    );
-    return row?.data;
+  /** The stored (gzip) bytes of a file of a job, a chunk or a read buffer at a time. */
+  read(id: string, type: string, fileNo: number, bytes: number): AsyncGenerator<Buffer> {
+    return this.store.read(id, type, fileNo, bytes);
   }
 
-  private async update(
-    executor: SqlExecutor,
-    job: ClaimedJob,
-    assignments: string,
-    values: (string | number)[],
-  ): Promise<void> {
+  private async update(executor: SqlExecutor, job: ClaimedJob, assignments: string, values: SqlValue[]): Promise<void> {
     const changed = await executor.execute(`UPDATE export_job SET ${assignments} WHERE ${HELD}`, [
       ...values,
       job.id,
@@ -306,4 +382,9 @@ export class ExportJobs {
     ]);
     if (changed !== 1) throw new JobLostError(job.id);
   }
+}
+
+/** Serialises the bound checks of one account (PostgreSQL; SQLite serialises writers anyway). */
+async function lockAccount(tx: SqlExecutor, accountId: string): Promise<void> {
+  if (tx.dialect.transactionLock) await tx.query(tx.dialect.transactionLock, [`export:${accountId}`]);
 }

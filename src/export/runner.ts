@@ -1,7 +1,8 @@
 // Runs export jobs in the background of a server process, off the request path: at most `workers` at
 // once, claimed from the database (jobs.ts), so any process on the database may run any job. A job walks
-// its types a page at a time (snapshot.ts) and writes NDJSON chunks of about CHUNK_BYTES with the
-// progress that accounts for them; memory holds one page and one chunk, whatever the export's size.
+// its types a page at a time (snapshot.ts) and writes NDJSON chunks of about CHUNK_BYTES, gzip-compressed
+// (gzip-file.ts), with the progress that accounts for them; memory holds one page and one chunk, whatever
+// the export's size.
 // Every `pollMs` it looks for jobs (queued elsewhere, or left by a process that died: lease expired) and
 // sweeps expired ones. stop() gives running jobs back, so a restart resumes them at once.
 import { performance } from 'node:perf_hooks';
@@ -9,13 +10,14 @@ import type { Logger } from '../logger.js';
 import type { SearchCatalog } from '../search/catalog.js';
 import type { ReadAfter, ReadBudget, SqlDatabase } from '../storage/sql/database.js';
 import { currentWritePosition } from '../storage/write-positions.js';
+import { EMPTY_GZIP, gzipEnd, gzipPiece } from './gzip-file.js';
 import type { ClaimedJob, ExportJobs, ExportProgress, OutputFile } from './jobs.js';
-import { JobLostError } from './jobs.js';
+import { ExportBoundError, JobLostError } from './jobs.js';
 import { selectionFor } from './selection.js';
 import { pageQuery, rowContent, versionAtQuery, versionContent } from './snapshot.js';
 import type { PageRow, SnapshotWindow, VersionRow } from './snapshot.js';
 
-/** A chunk is written once its lines reach this size (one line can make it larger). */
+/** A chunk is written once its lines reach this size (one line can make it larger), before compression. */
 export const CHUNK_BYTES = 1024 * 1024;
 /** A file holds at most this many resources; a larger type is split into several files. */
 export const FILE_MAX_RESOURCES = 100_000;
@@ -45,8 +47,8 @@ class ChunkBuffer {
     this.bytes += Buffer.byteLength(line) + 1;
   }
 
-  take(): { data: string; resources: number } {
-    const taken = { data: this.lines.join('\n') + '\n', resources: this.lines.length };
+  take(): { text: Buffer; resources: number } {
+    const taken = { text: Buffer.from(this.lines.join('\n') + '\n'), resources: this.lines.length };
     this.lines = [];
     this.bytes = 0;
     return taken;
@@ -136,9 +138,11 @@ export class ExportRunner {
       } else if (error instanceof JobLostError || lost.signal.aborted) {
         log?.info({ export_id: job.id }, 'export: cancelled or taken over, stopped');
       } else {
-        log?.error({ err: error, export_id: job.id }, 'export: failed');
+        const bound = error instanceof ExportBoundError;
+        if (bound) log?.info({ export_id: job.id }, 'export: stopped at the account bound on stored bytes');
+        else log?.error({ err: error, export_id: job.id }, 'export: failed');
         const reason = error instanceof Error ? error.message : String(error);
-        await this.jobs.fail(job, reason, this.options.ttlMs).catch(() => undefined);
+        await this.jobs.fail(job, reason, this.options.ttlMs, bound ? error.code : undefined).catch(() => undefined);
       }
     } finally {
       clearInterval(heartbeat);
@@ -155,11 +159,11 @@ export class ExportRunner {
     const readAfter: ReadAfter | undefined = position === undefined ? undefined : () => Promise.resolve(position);
     const chunkBytes = this.options.chunkBytes ?? CHUNK_BYTES;
     let progress: ExportProgress = job.progress;
-    const save = (next: ExportProgress, chunk?: { type: string; data: string; resources: number }) =>
+    const save = (next: ExportProgress, chunk?: { type: string; data: Buffer }) =>
       this.jobs.save(
         job,
         next,
-        chunk && { ...chunk, fileNo: progress.fileNo, seq: progress.seq },
+        chunk && { ...chunk, fileNo: progress.fileNo, seq: progress.seq, offset: progress.gzip.bytes },
         this.options.leaseMs,
       );
     while (progress.typeIndex < spec.types.length) {
@@ -167,24 +171,45 @@ export class ExportRunner {
       const selection = selectionFor(this.db.dialect, this.catalog, this.compartment, spec, type, job.transactionTime);
       const buffer = new ChunkBuffer();
       let afterPk = progress.afterPk;
-      /** Writes the buffer as the file's next chunk, with the progress up to `pk`; closes a full file. */
+      /**
+       * Writes the buffer as the file's next chunk, with the progress up to `pk`; closes a full file (its
+       * last chunk ends the gzip stream).
+       */
       const flush = async (pk: number, endOfType: boolean) => {
-        const { data, resources } = buffer.take();
+        const { text, resources } = buffer.take();
         const fileResources = progress.fileResources + resources;
         const full = fileResources >= FILE_MAX_RESOURCES;
         const closing = full || (endOfType && fileResources > 0);
+        let gzip = progress.gzip;
+        const pieces: Buffer[] = [];
+        if (resources > 0) {
+          const piece = await gzipPiece(gzip, text);
+          pieces.push(piece.data);
+          gzip = piece.state;
+        }
+        if (closing) {
+          const end = gzipEnd(gzip);
+          pieces.push(end.data);
+          gzip = end.state;
+        }
+        const file: OutputFile = {
+          type,
+          fileNo: progress.fileNo,
+          count: fileResources,
+          bytes: gzip.bytes,
+          textBytes: gzip.textBytes,
+        };
         const next: ExportProgress = {
           ...progress,
           afterPk: pk,
-          seq: closing ? 0 : progress.seq + 1,
+          seq: pieces.length > 0 ? (closing ? 0 : progress.seq + 1) : progress.seq,
           fileNo: closing ? progress.fileNo + 1 : progress.fileNo,
           fileResources: closing ? 0 : fileResources,
-          files: closing
-            ? [...progress.files, { type, fileNo: progress.fileNo, count: fileResources }]
-            : progress.files,
+          gzip: closing ? EMPTY_GZIP : gzip,
+          files: closing ? [...progress.files, file] : progress.files,
           resources: progress.resources + resources,
         };
-        await save(next, resources > 0 ? { type, data, resources } : undefined);
+        await save(next, pieces.length > 0 ? { type, data: Buffer.concat(pieces) } : undefined);
         progress = next;
       };
       for (;;) {
@@ -206,7 +231,15 @@ export class ExportRunner {
         if (page.length === 0) break;
       }
       await flush(afterPk, true);
-      progress = { ...progress, typeIndex: progress.typeIndex + 1, afterPk: 0, fileNo: 1, seq: 0, fileResources: 0 };
+      progress = {
+        ...progress,
+        typeIndex: progress.typeIndex + 1,
+        afterPk: 0,
+        fileNo: 1,
+        seq: 0,
+        fileResources: 0,
+        gzip: EMPTY_GZIP,
+      };
       await save(progress);
     }
     return [...progress.files];

@@ -7,7 +7,7 @@ import { AppError } from '../errors.js';
 import type { FhirServices } from '../fhir/services.js';
 import type { SearchCatalog } from '../search/catalog.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import type { ExportJobs, JobRecord } from './jobs.js';
+import type { ExportJobs, JobRecord, OutputFile } from './jobs.js';
 import { parseKickoff } from './kickoff.js';
 import type { Preferences } from './kickoff.js';
 import { groupMemberCount, planTypeFilter } from './selection.js';
@@ -37,7 +37,12 @@ export interface Manifest {
 export type ExportStatus =
   | { readonly state: 'in-progress'; readonly progress: string }
   | { readonly state: 'completed'; readonly manifest: Manifest; readonly expiresAt: number }
-  | { readonly state: 'failed'; readonly error: string };
+  | { readonly state: 'failed'; readonly error: AppError };
+
+/** An output file to send: its stored gzip bytes, a chunk at a time, and the sizes of both forms. */
+export interface ExportFile extends OutputFile {
+  readonly gzip: AsyncGenerator<Buffer>;
+}
 
 /** The file name of an output file in its URL: `<Type>-<n>.ndjson` (import loads files in name order). */
 export function fileName(type: string, fileNo: number): string {
@@ -141,7 +146,14 @@ export class ExportService {
 
   async status(principal: Principal, id: string, statusUrl: string): Promise<ExportStatus> {
     const job = await this.own(principal, id);
-    if (job.state === 'failed') return { state: 'failed', error: job.error ?? 'the export failed' };
+    if (job.state === 'failed') {
+      const reason = job.error ?? 'the export failed';
+      // A failure the client caused (its account's bound) keeps its own code; anything else is the server's.
+      const error = job.errorCode
+        ? new AppError(job.errorCode, reason)
+        : new AppError('export-failed', `The export failed: ${reason}`);
+      return { state: 'failed', error };
+    }
     if (job.state !== 'completed' || !job.output || job.expiresAt === undefined) {
       return { state: 'in-progress', progress: progressText(job) };
     }
@@ -169,10 +181,10 @@ export class ExportService {
   }
 
   /**
-   * The chunks of one output file, read one at a time as the response is written: the file must be in the
-   * manifest of a completed export of this account, and its type still readable by the caller.
+   * One output file, its stored bytes read a chunk at a time as the response is written: the file must be
+   * in the manifest of a completed export of this account, and its type still readable by the caller.
    */
-  async file(principal: Principal, id: string, name: string): Promise<AsyncGenerator<string>> {
+  async file(principal: Principal, id: string, name: string): Promise<ExportFile> {
     const job = await this.own(principal, id);
     const parsed = parseFileName(name);
     const listed = parsed && job.output?.find((f) => f.type === parsed.type && f.fileNo === parsed.fileNo);
@@ -185,14 +197,7 @@ export class ExportService {
         `The token's scopes no longer allow reading ${parsed.type} (needs system/${parsed.type}.r or wider)`,
       );
     }
-    const jobs = this.jobs;
-    return (async function* chunks() {
-      for (let seq = 0; ; seq++) {
-        const data = await jobs.chunk(id, parsed.type, parsed.fileNo, seq);
-        if (data === undefined) return;
-        yield data;
-      }
-    })();
+    return { ...listed, gzip: this.jobs.read(id, parsed.type, parsed.fileNo, listed.bytes) };
   }
 }
 

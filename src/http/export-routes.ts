@@ -1,7 +1,8 @@
 // Bulk Data export over HTTP (https://hl7.org/fhir/uv/bulkdata/STU2/export.html): the kick-off at the
 // system, Patient and Group levels, the status URL (GET: progress or manifest, DELETE: cancel) and the
 // NDJSON files. The thin adapter: the FHIR side lives in export/ (service.ts, runner.ts).
-import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream';
+import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator } from '../auth/principal.js';
 import type { R4Registry } from '../definitions/registry.js';
@@ -15,6 +16,7 @@ import type { ExportLevel } from '../export/selection.js';
 import type { FhirServices } from '../fhir/services.js';
 import type { SearchCatalog } from '../search/catalog.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
+import { acceptsGzip, DownloadStream } from './download-stream.js';
 import { assertJsonFormat, FHIR_JSON } from './fhir-reply.js';
 
 export interface ExportRoutesOptions {
@@ -34,7 +36,9 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
   const settings = services.config.export;
   const catalog = options.catalog;
   const compartment = patientCompartmentParams(options.definitions);
-  const jobs = new ExportJobs(db);
+  const jobs = new ExportJobs(db, {
+    limits: { maxActive: settings.maxActive, maxBytesPerAccount: settings.maxBytesPerAccount },
+  });
   const exports = new ExportService(services, db, jobs, catalog, compartment);
   const leaseMs = settings.leaseSeconds * 1000;
   const runner = new ExportRunner(db, jobs, catalog, compartment, {
@@ -108,7 +112,7 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
         .send();
     }
     if (status.state === 'failed') {
-      const error = new AppError('export-failed', `The export failed: ${status.error}`);
+      const error = status.error;
       return reply
         .code(error.status)
         .type(FHIR_JSON)
@@ -136,8 +140,24 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     return reply.code(202).type(FHIR_JSON).send(JSON.stringify(outcome));
   });
 
-  app.get<{ Params: { job: string; file: string } }>(`${STATUS_PATH}/:job/:file`, async (request, reply) => {
-    const chunks = await exports.file(request.principal!, request.params.job, request.params.file);
-    return reply.code(200).type(NDJSON).send(Readable.from(chunks));
-  });
+  // Files are stored gzip-compressed: sent as stored to a client that accepts gzip, inflated as they go
+  // out otherwise; so the route bypasses the compression plugin (which would compress them again).
+  app.get<{ Params: { job: string; file: string } }>(
+    `${STATUS_PATH}/:job/:file`,
+    { compress: false },
+    async (request, reply) => {
+      const file = await exports.file(request.principal!, request.params.job, request.params.file);
+      const gzip = acceptsGzip(request.headers['accept-encoding']);
+      const stored = new DownloadStream(file.gzip, settings.downloadIdleTimeoutMs, () => {
+        request.log.info({ export_id: request.params.job }, 'export: download dropped, its client read nothing');
+        reply.raw.destroy();
+      });
+      reply.code(200).type(NDJSON).header('Vary', 'accept-encoding');
+      if (gzip) {
+        return reply.header('Content-Encoding', 'gzip').header('Content-Length', file.bytes).send(stored);
+      }
+      const inflated = pipeline(stored, createGunzip(), () => undefined);
+      return reply.header('Content-Length', file.textBytes).send(inflated);
+    },
+  );
 }

@@ -1,6 +1,9 @@
 // A Bulk Data client over app.inject, as the IG describes one: kick-off, poll the status URL until the
 // manifest, download the files with the bearer token.
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { SqlDatabase } from '../../src/storage/sql/database.js';
 
 export interface Manifest {
   transactionTime: string;
@@ -94,3 +97,17 @@ export class BulkClient {
 }
 
 export const ids = (resources: readonly Resource[] | undefined): string[] => (resources ?? []).map((r) => r.id).sort();
+
+/** Bytes of an export's output wherever it is stored: export_chunk rows, or files beside a SQLite database. */
+export async function storedOutputBytes(db: SqlDatabase, jobId: string): Promise<number> {
+  const [{ n }] = await db.query<{ n: number | string | null }>(
+    'SELECT SUM(LENGTH(data)) AS n FROM export_chunk WHERE job_id = ?',
+    [jobId],
+  );
+  const folder = db.localFolder === undefined ? undefined : join(db.localFolder, 'exports', jobId);
+  const files =
+    folder && existsSync(folder)
+      ? readdirSync(folder).reduce((sum, name) => sum + statSync(join(folder, name)).size, 0)
+      : 0;
+  return Number(n ?? 0) + files;
+}

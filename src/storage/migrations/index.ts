@@ -7,6 +7,7 @@ import { authHardeningMigration } from './006-auth-hardening.js';
 import { clientKeysMigration } from './007-client-keys.js';
 import { bulkExportMigration } from './008-bulk-export.js';
 import { writePositionsMigration } from './009-write-positions.js';
+import { exportBoundsMigration } from './010-export-bounds.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -20,4 +21,5 @@ export const MIGRATIONS: readonly Migration[] = [
   clientKeysMigration,
   bulkExportMigration,
   writePositionsMigration,
+  exportBoundsMigration,
 ];

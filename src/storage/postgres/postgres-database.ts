@@ -172,6 +172,8 @@ class ServerPools {
  * since a transaction that did not commit is rolled back by the server.
  */
 export class PostgresDatabase implements SqlDatabase {
+  /** Processes on several hosts may share the database: nothing is kept beside it. */
+  readonly localFolder = undefined;
   readonly dialect = postgresDialect;
   private readonly targets: PostgresTargets;
   /** The pools of the server in use; undefined until one is found (or after it was lost). */

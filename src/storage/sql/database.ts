@@ -54,6 +54,12 @@ export type ReadAfter = () => Promise<string | undefined>;
 
 export interface SqlDatabase extends SqlExecutor {
   /**
+   * A folder for data kept beside the database as files (export output), on the one host where every
+   * process using the database runs: SQLite's `<file>-files`. Undefined where processes on several hosts
+   * may share the database (PostgreSQL) or there is no file (SQLite in memory): such data stays in tables.
+   */
+  readonly localFolder: string | undefined;
+  /**
    * Runs a read-only statement (a search) within `budget`, away from the writer: on SQLite on a read
    * worker thread (the event loop stays free), on PostgreSQL with a statement timeout and a cancel at
    * the deadline or abort. Throws BudgetExceededError when stopped.

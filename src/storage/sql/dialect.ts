@@ -11,6 +11,8 @@ export interface Dialect {
   readonly autoIncrementPrimaryKey: string;
   /** 64-bit integer column type. */
   readonly bigint: string;
+  /** Column type of bytes (read back as a Buffer). */
+  readonly blob: string;
   /** Suffix that locks the selected rows until the end of the transaction (none on SQLite: writers are serialised). */
   readonly forUpdate: string;
   /** Rewrites `?` placeholders into the backend's form. */
@@ -77,6 +79,14 @@ export interface Dialect {
    * statistics (the query shapes and `probeColumn` fix its plans), so it needs nothing.
    */
   refreshStatistics(tables: readonly string[], afterBulkLoad: boolean): string[];
+  /**
+   * A statement, run outside any transaction, that makes the space of rows deleted from `table` free
+   * again: PostgreSQL's plain `VACUUM` (it takes no lock that blocks reads or writes, frees the dead rows
+   * and their TOAST for reuse, and gives the empty pages at the end of the table back to the file
+   * system). Undefined on SQLite, which reuses freed pages on its own (an in-memory database has no file
+   * to give back; file databases keep such data in files: SqlDatabase.localFolder).
+   */
+  reclaimSpace(table: string): string | undefined;
   /**
    * Created resources: each one's row (version 1, not deleted), its first history row, and its index and
    * link rows (each table's without its pk column, which takes the new pk). The `insert` statements
@@ -275,6 +285,7 @@ export const sqliteDialect: Dialect = {
   name: 'sqlite',
   autoIncrementPrimaryKey: 'INTEGER PRIMARY KEY AUTOINCREMENT',
   bigint: 'INTEGER',
+  blob: 'BLOB',
   forUpdate: '',
   placeholders: (sql) => sql,
   transactionLock: undefined,
@@ -288,6 +299,7 @@ export const sqliteDialect: Dialect = {
   driver: { open: ' IN (', close: ')' },
   probeSuffix: '',
   refreshStatistics: () => [],
+  reclaimSpace: () => undefined,
   jsonIntegers: 'SELECT value FROM json_each(?)',
   jsonTexts: 'SELECT value FROM json_each(?)',
   insertNewResources(creates) {
@@ -322,6 +334,7 @@ export const postgresDialect: Dialect = {
   name: 'postgres',
   autoIncrementPrimaryKey: 'BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY',
   bigint: 'BIGINT',
+  blob: 'BYTEA',
   forUpdate: ' FOR UPDATE',
   transactionLock: 'SELECT pg_advisory_xact_lock(hashtext(?))',
   writePosition: {
@@ -411,6 +424,7 @@ export const postgresDialect: Dialect = {
   },
   createIsOneStatement: true,
   concurrentWriters: true,
+  reclaimSpace: (table) => `VACUUM ${table}`,
   refreshStatistics: (tables, afterBulkLoad) => [
     `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
   ],

@@ -124,6 +124,7 @@ export class SqliteDatabase implements SqlDatabase {
   private readonly walFile: ReturnType<typeof fileFsync> | undefined;
   /** The WAL file SQLite writes (links resolved, absolute), which the fsync must reach. */
   readonly walPath: string | undefined;
+  readonly localFolder: string | undefined;
   /** Checkpoints off the event loop (file databases). */
   readonly checkpointer: Checkpointer | undefined;
   /** Searches, on worker threads with their own read-only connections (file databases). */
@@ -132,6 +133,7 @@ export class SqliteDatabase implements SqlDatabase {
   constructor(databaseUrl: string, options: SqliteOptions = {}) {
     const { synchronous = 'full', fsync, readWorkers = 2 } = options;
     const fileName = sqliteFileName(databaseUrl);
+    this.localFolder = fileName === ':memory:' ? undefined : `${fileName}-files`;
     if (fileName !== ':memory:' && readWorkers > 0) this.readPool = new SqliteReadPool(fileName, readWorkers);
     this.writer = new ConnectionExecutor(open(fileName));
     this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));

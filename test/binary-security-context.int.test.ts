@@ -188,4 +188,217 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     expect(reader.statusCode).toBe(200);
     expect(reader.json()).toMatchObject({ resourceType: 'Binary', id: attached, data: base64 });
   });
+
+  /** A fresh Binary attached to the Patient, for a test that tries to change it. */
+  const attachedTarget = async () => {
+    const res = await raw(admin, secret, { 'x-security-context': `Patient/${patientId}` });
+    expect(res.statusCode).toBe(201);
+    return res.json().id as string;
+  };
+  const send = (authorization: string, method: 'PUT' | 'PATCH' | 'DELETE', url: string, body?: string, type?: string) =>
+    t.app.inject({
+      method,
+      url,
+      headers: { authorization, ...(type ? { 'content-type': type } : {}) },
+      ...(body === undefined ? {} : { payload: body }),
+    });
+  /** As the admin sees it: still the first version, still the secret, still attached. */
+  const expectUnchanged = async (id: string) => {
+    const current = await get(admin, `/fhir/Binary/${id}?_format=json`);
+    expect(current.statusCode).toBe(200);
+    const binary = current.json();
+    expect(binary.meta.versionId).toBe('1');
+    expect(binary.securityContext).toEqual({ reference: `Patient/${patientId}` });
+    expect(Buffer.from(binary.data, 'base64').toString()).toBe(secret);
+  };
+  const expectRefused = (res: { statusCode: number; body: string }, what: string) => {
+    expect(res.statusCode, what).toBe(403);
+    expect(JSON.parse(res.body).issue[0].diagnostics, what).toContain('system/Patient.r');
+    expect(res.body, what).not.toContain(Buffer.from(secret).toString('base64'));
+  };
+  const jsonPatch = (ops: unknown[]) => JSON.stringify(ops);
+  const fhirPathPatch = JSON.stringify({
+    resourceType: 'Parameters',
+    parameter: [
+      {
+        name: 'operation',
+        part: [
+          { name: 'type', valueCode: 'replace' },
+          { name: 'path', valueString: 'Binary.contentType' },
+          { name: 'value', valueCode: 'text/html' },
+        ],
+      },
+    ],
+  });
+
+  it('update, patch and delete of a Binary attached to a Patient: 403 to a Binary-only account, nothing changed', async () => {
+    const target = await attachedTarget();
+    const detached = JSON.stringify({
+      resourceType: 'Binary',
+      id: target,
+      contentType: 'text/plain',
+      data: Buffer.from('overwritten').toString('base64'),
+    });
+    const sameContext = JSON.stringify({
+      ...JSON.parse(detached),
+      securityContext: { reference: `Patient/${patientId}` },
+    });
+    const attempts: [string, () => ReturnType<typeof send>][] = [
+      [
+        'PUT without a context',
+        () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, detached, 'application/fhir+json'),
+      ],
+      [
+        'PUT with its context',
+        () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, sameContext, 'application/fhir+json'),
+      ],
+      ['PUT of raw bytes', () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, 'overwritten', 'text/plain')],
+      [
+        'PUT with If-Match',
+        () =>
+          t.app.inject({
+            method: 'PUT',
+            url: `/fhir/Binary/${target}`,
+            headers: { authorization: binaryOnly, 'content-type': 'application/fhir+json', 'if-match': 'W/"1"' },
+            payload: detached,
+          }),
+      ],
+      [
+        'JSON Patch remove securityContext',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'remove', path: '/securityContext' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch replace data',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'replace', path: '/data', value: 'AA==' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch test (an oracle on the content)',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'test', path: '/data', value: Buffer.from(secret).toString('base64') }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch copy of the content',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'copy', from: '/data', path: '/contentType' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch move',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'move', from: '/securityContext', path: '/extension' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'FHIRPath Patch',
+        () => send(binaryOnly, 'PATCH', `/fhir/Binary/${target}`, fhirPathPatch, 'application/fhir+json'),
+      ],
+      ['DELETE', () => send(binaryOnly, 'DELETE', `/fhir/Binary/${target}`)],
+      [
+        'conditional update',
+        () =>
+          send(
+            binaryOnly,
+            'PUT',
+            `/fhir/Binary?_id=${target}`,
+            JSON.stringify({ ...JSON.parse(detached), id: undefined }),
+            'application/fhir+json',
+          ),
+      ],
+      ['conditional delete', () => send(binaryOnly, 'DELETE', `/fhir/Binary?_id=${target}`)],
+    ];
+    for (const [what, attempt] of attempts) {
+      expectRefused(await attempt(), what);
+      await expectUnchanged(target);
+    }
+  });
+
+  it('the same through batch and transaction entries: 403, nothing changed', async () => {
+    const target = await attachedTarget();
+    const detached = {
+      resourceType: 'Binary',
+      id: target,
+      contentType: 'text/plain',
+      data: Buffer.from('overwritten').toString('base64'),
+    };
+    const patchBinary = {
+      resourceType: 'Binary',
+      contentType: 'application/json-patch+json',
+      data: Buffer.from(jsonPatch([{ op: 'remove', path: '/securityContext' }])).toString('base64'),
+    };
+    const entries = [
+      { resource: detached, request: { method: 'PUT', url: `Binary/${target}` } },
+      { resource: patchBinary, request: { method: 'PATCH', url: `Binary/${target}` } },
+      { resource: JSON.parse(fhirPathPatch), request: { method: 'PATCH', url: `Binary/${target}` } },
+      { request: { method: 'DELETE', url: `Binary/${target}` } },
+      { resource: { ...detached, id: undefined }, request: { method: 'PUT', url: `Binary?_id=${target}` } },
+      { request: { method: 'DELETE', url: `Binary?_id=${target}` } },
+    ];
+    const batch = await json(binaryOnly, 'POST', '/fhir', { resourceType: 'Bundle', type: 'batch', entry: entries });
+    expect(batch.statusCode).toBe(200);
+    const outcomes = batch.json().entry as {
+      response: { status: string; outcome: { issue: { diagnostics: string }[] } };
+    }[];
+    expect(outcomes.map((e) => e.response.status)).toEqual(entries.map(() => '403 Forbidden'));
+    for (const e of outcomes) expect(e.response.outcome.issue[0].diagnostics).toContain('system/Patient.r');
+    await expectUnchanged(target);
+    for (const entry of entries) {
+      const transaction = await json(binaryOnly, 'POST', '/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [entry],
+      });
+      expectRefused(transaction, `transaction ${entry.request.method} ${entry.request.url}`);
+      await expectUnchanged(target);
+    }
+  });
+
+  it('a caller who may read Patients may change it; a Binary-only account changes unattached content', async () => {
+    const target = await attachedTarget();
+    const patched = await send(
+      patientReader,
+      'PATCH',
+      `/fhir/Binary/${target}`,
+      jsonPatch([{ op: 'replace', path: '/contentType', value: 'text/markdown' }]),
+      'application/json-patch+json',
+    );
+    expect(patched.statusCode).toBe(200);
+    expect(patched.json().contentType).toBe('text/markdown');
+    expect((await send(patientReader, 'DELETE', `/fhir/Binary/${target}`)).statusCode).toBe(204);
+    expect((await get(admin, `/fhir/Binary/${target}`)).statusCode).toBe(410);
+    const leaflet = (await raw(admin, 'leaflet v1')).json().id;
+    const replaced = await send(binaryOnly, 'PUT', `/fhir/Binary/${leaflet}`, 'leaflet v2', 'text/plain');
+    expect(replaced.statusCode).toBe(200);
+    expect((await get(binaryOnly, `/fhir/Binary/${leaflet}`)).body).toBe('leaflet v2');
+    expect((await send(binaryOnly, 'DELETE', `/fhir/Binary/${leaflet}`)).statusCode).toBe(204);
+  });
 });

@@ -4,6 +4,9 @@
 // Over HTTP on both databases, with a Binary-only account as the attacker.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { BulkClient, ids as exportedIds } from './support/bulk-export-client.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
@@ -49,7 +52,8 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     (bundle.entry ?? []).flatMap((e) => (e.resource ? [`${e.resource.resourceType}/${e.resource.id}`] : []));
 
   beforeAll(async () => {
-    t = await startTestApp(backend);
+    // No export runs in this process: the $export test starts a worker once its accounts are as it wants.
+    t = await startTestApp(backend, { AMBIENT_EXPORT_WORKERS: '0' });
     admin = `Bearer ${await t.token('system/*.cruds')}`;
     binaryOnly = `Bearer ${await t.token('system/Binary.cruds')}`;
     binaryAndTask = `Bearer ${await t.token('system/Binary.cruds system/Task.cruds')}`;
@@ -400,5 +404,67 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     expect(replaced.statusCode).toBe(200);
     expect((await get(binaryOnly, `/fhir/Binary/${leaflet}`)).body).toBe('leaflet v2');
     expect((await send(binaryOnly, 'DELETE', `/fhir/Binary/${leaflet}`)).statusCode).toBe(204);
+  });
+
+  /** An account with these scopes and a token from the token endpoint (narrowed to `tokenScopes` if given). */
+  const account = async (scopes: string, tokenScopes?: string) => {
+    const username = `exporter-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await t.accounts.create({ username, password, scopes: scopes.split(' ') });
+    const form = new URLSearchParams({ username, password, ...(tokenScopes ? { scope: tokenScopes } : {}) });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/v1/ambient/api/auth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: form.toString(),
+    });
+    expect(res.statusCode).toBe(200);
+    return { username, client: new BulkClient(t.app, res.json().access_token as string) };
+  };
+
+  it('$export of Binary leaves out what the account may not read, with its scopes as the job runs', async () => {
+    // Attached to the Patient at kick-off, detached afterwards: the export holds the attached version.
+    const detachedLater = (await json(admin, 'POST', '/fhir/Binary', binaryWith(`Patient/${patientId}`))).json().id;
+    const selected = [attached, attachedAbsolute, free, external, detachedLater];
+    const kickoff = `/fhir/$export?_type=Binary&_typeFilter=${encodeURIComponent(`Binary?_id=${selected.join(',')}`)}`;
+    const binaryOnlyAccount = await account('system/Binary.rs');
+    const narrowedToken = await account('system/Binary.rs system/Patient.r', 'system/Binary.rs');
+    const reader = await account('system/Binary.rs system/Patient.r');
+    const shrunk = await account('system/Binary.rs system/Patient.r');
+    const everything = await account('system/*.rs');
+    const exports = new Map<string, string>();
+    for (const [name, { client }] of Object.entries({ binaryOnlyAccount, narrowedToken, reader, shrunk, everything })) {
+      exports.set(name, await client.start(kickoff));
+    }
+    const detach = { ...binaryWith(`Patient/${patientId}`), id: detachedLater, securityContext: undefined };
+    expect((await json(admin, 'PUT', `/fhir/Binary/${detachedLater}`, detach)).statusCode).toBe(200);
+    await t.accounts.update(shrunk.username, { scopes: ['system/Binary.rs'] });
+
+    // Now a worker runs the queued jobs.
+    const worker = await assembleApp(
+      loadConfig({ DATABASE_URL: t.database.url, AMBIENT_PUBLIC_URL: TEST_PUBLIC_URL, LOG_LEVEL: 'silent' }),
+    );
+    await worker.ready();
+    try {
+      const exported = async (name: string, client: BulkClient) => {
+        const files = await client.resources(await client.manifest(exports.get(name)!));
+        const binaries = files.get('Binary') ?? [];
+        return { ids: exportedIds(binaries), text: JSON.stringify(binaries) };
+      };
+      const secretData = Buffer.from(secret).toString('base64');
+      for (const [name, { client }] of Object.entries({ binaryOnlyAccount, narrowedToken, shrunk })) {
+        const { ids, text } = await exported(name, client);
+        expect(ids, name).toEqual([free]);
+        expect(text, name).not.toContain(secretData);
+      }
+      const asReader = await exported('reader', reader.client);
+      expect(asReader.ids).toEqual([attached, attachedAbsolute, free, detachedLater].sort());
+      const asEverything = await exported('everything', everything.client);
+      expect(asEverything.ids).toEqual([...selected].sort());
+      // The version at the export's transactionTime, still attached, is what the reader got.
+      expect(asReader.text).toContain(`"securityContext":{"reference":"Patient/${patientId}"}`);
+    } finally {
+      await worker.close();
+    }
   });
 });

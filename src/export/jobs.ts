@@ -63,6 +63,8 @@ export interface JobRecord {
 /** A job claimed by this process. */
 export interface ClaimedJob {
   readonly id: string;
+  /** The account that started it: its scopes now bound what the job may read (runner.ts). */
+  readonly accountId: string;
   readonly leaseToken: string;
   readonly spec: ExportSpec;
   readonly transactionTime: number;
@@ -201,6 +203,7 @@ export class ExportJobs {
       const record = toRecord(row);
       return {
         id,
+        accountId: record.accountId,
         leaseToken: token,
         spec: record.spec,
         transactionTime: record.transactionTime,

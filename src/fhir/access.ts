@@ -2,7 +2,7 @@ import type { FhirAction } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { localReferences } from '../storage/link-writer.js';
 import type { FhirResource, ResourceStore } from '../storage/store.js';
-import { securityContextType } from './binary.js';
+import { binaryContextReadable, securityContextType } from './binary.js';
 import type { FhirRequest } from './services.js';
 
 const ACTION_LETTER: Record<FhirAction, string> = { create: 'c', read: 'r', update: 'u', delete: 'd', search: 's' };
@@ -45,10 +45,8 @@ export function requireKnowableReferences(request: FhirRequest, resource: FhirRe
 
 /** Does a Binary's securityContext let the caller see its content? (Its own type's scope is checked apart.) */
 export function mayReadBinary(request: FhirRequest, content: string | Record<string, unknown>): boolean {
-  const context = securityContextType(content, request.services.references);
-  if (context === undefined) return true;
-  if (context !== '*') return request.principal.canFhir('read', context);
-  return request.services.types.resourceTypes.every((t) => request.principal.canFhir('read', t));
+  const { references, types } = request.services;
+  return binaryContextReadable(content, references, types.resourceTypes, (t) => request.principal.canFhir('read', t));
 }
 
 /**

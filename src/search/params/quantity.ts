@@ -99,6 +99,6 @@ export const quantityParam: ParamTypeHandler = {
           : and([sql`t.system = ${system}`, sql`t.code = ${code}`]);
       return and([unitCondition, numberCondition(prefix, number, raw('t.lo'), raw('t.hi'))]);
     });
-    return { condition: or(conditions), selectivity };
+    return { condition: or(conditions), rangeValues: values.length, selectivity };
   },
 };

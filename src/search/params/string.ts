@@ -90,6 +90,7 @@ export const stringParam: ParamTypeHandler = {
     return {
       condition: or(conditions),
       negated: modifier === 'not',
+      rangeValues: modifier === 'exact' || modifier === 'not' ? undefined : values.length,
       selectivity: modifier === 'not' ? 9 : selectivity,
     };
   },

@@ -46,6 +46,7 @@ export const uriParam: ParamTypeHandler = {
               : and([sql`t.uri >= ${uri}`, sql`t.uri < ${upper}`]);
           }),
         ),
+        rangeValues: uris.length,
         selectivity: 2,
       };
     }

@@ -449,7 +449,9 @@ export const postgresDialect: Dialect = {
     },
   },
   transactionStatementTimeout: {
-    set: `SELECT current_setting('statement_timeout') AS previous, set_config('statement_timeout', ?, true) AS bound`,
+    // jit off for the rest of the transaction too: behind a transaction pooler the connection may not
+    // have it (postgres-database.ts, SESSION_OPTIONS), and JIT compilation ignores statement_timeout.
+    set: `SELECT current_setting('statement_timeout') AS previous, set_config('statement_timeout', ?, true) AS bound, set_config('jit', 'off', true) AS jit`,
     stopped: (error) => (error as { code?: unknown } | null)?.code === PG_QUERY_CANCELED,
   },
 };

@@ -8,6 +8,7 @@ import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
 import { Checkpointer } from './checkpointer.js';
 import { SqliteReadPool } from './read-pool.js';
+import { preparedStatementBytes, statementCache } from './statement-cache.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
 
@@ -34,7 +35,7 @@ function open(fileName: string): SqliteConnection {
 
 class ConnectionExecutor implements SqlExecutor {
   readonly dialect = sqliteDialect;
-  private readonly statements = new Map<string, Statement>();
+  private readonly statements = statementCache<Statement>();
 
   constructor(readonly connection: SqliteConnection) {}
 
@@ -42,8 +43,8 @@ class ConnectionExecutor implements SqlExecutor {
     let statement = this.statements.get(sql);
     if (!statement) {
       statement = this.connection.prepare(sql);
-      if (this.statements.size > 2000) this.statements.clear();
-      this.statements.set(sql, statement);
+      // An evicted statement is finalized when it is garbage collected.
+      this.statements.set(sql, statement, preparedStatementBytes(sql));
     }
     return statement;
   }

@@ -73,31 +73,39 @@ export class WriterWatchdog {
   private readonly ints: Int32Array;
   private readonly times: Float64Array;
   private generation = 0;
-  private readonly thread: Worker;
+  /** Started at the first arm: a process that never writes never pays for the thread. */
+  private thread: Worker | undefined;
   private exited = false;
 
-  private constructor(handle: bigint, extension: string) {
+  private constructor(
+    private readonly handle: bigint,
+    private readonly extension: string,
+  ) {
     const shared = new SharedArrayBuffer(16 + 3 * 8);
     this.ints = new Int32Array(shared, 0, 4);
     this.times = new Float64Array(shared, 16, 3);
     this.ints[FIRED] = FIRING;
-    this.thread = new Worker(WORKER_SOURCE, {
+  }
+
+  private spawn(): void {
+    const thread = new Worker(WORKER_SOURCE, {
       eval: true,
       execArgv: [],
       workerData: {
         driver: createRequire(import.meta.url).resolve('better-sqlite3'),
-        extension,
-        handle,
-        shared,
+        extension: this.extension,
+        handle: this.handle,
+        shared: this.ints.buffer,
         origin: performance.timeOrigin,
       },
     });
     // Never what keeps the process alive; it waits on shared memory, not on messages.
-    this.thread.unref();
-    this.thread.once('exit', () => (this.exited = true));
-    this.thread.on('error', (error) =>
+    thread.unref();
+    thread.once('exit', () => (this.exited = true));
+    thread.on('error', (error) =>
       process.emitWarning(`the SQLite writer's watchdog stopped (${error.message}); its statements are not bounded`),
     );
+    this.thread = thread;
   }
 
   /**
@@ -133,6 +141,7 @@ export class WriterWatchdog {
    * A statement interrupted at it throws StatementInterruptedError.
    */
   run<T>(deadline: number, urgent: boolean, statement: () => T): T {
+    if (!this.thread) this.spawn();
     const generation = ((this.generation + 1) & GENERATION_MASK) | 1;
     this.generation = generation;
     this.times[DEADLINE] = deadline;
@@ -164,10 +173,11 @@ export class WriterWatchdog {
   }
 
   async close(): Promise<void> {
-    if (this.exited) return;
-    const exited = new Promise((resolve) => this.thread.once('exit', resolve));
+    const thread = this.thread;
+    if (!thread || this.exited) return;
+    const exited = new Promise((resolve) => thread.once('exit', resolve));
     // Unreferenced, it would not keep a process awaiting close() alive until it has exited (checkpointer.ts).
-    this.thread.ref();
+    thread.ref();
     Atomics.store(this.ints, GENERATION, CLOSED);
     Atomics.notify(this.ints, GENERATION);
     await exited;

@@ -363,7 +363,7 @@ export function createSearchEngine(
       return rows.map((r) => r.id as string);
     };
     try {
-      if (ahead) return await findIdsSince(executor, plan, ahead, request.transactionWrites, inTransaction);
+      if (ahead) return await findIdsSince(executor, plan, ahead, budget, request.transactionWrites, inTransaction);
       return await inTransaction();
     } catch (error) {
       tooCostly(error);
@@ -384,6 +384,7 @@ export function createSearchEngine(
     executor: SqlExecutor,
     plan: Plan,
     ahead: MatchesAhead,
+    budget: ReadBudget,
     ownWrites: ReadonlySet<string> | undefined,
     inTransaction: () => Promise<string[]>,
   ): Promise<string[]> {
@@ -399,9 +400,14 @@ export function createSearchEngine(
     for (const row of written) if (plan.types.includes(row.type)) candidates.add(Number(row.pk));
     if (candidates.size === 0) return [];
     const statement = compileMatchesAmong(plan, executor.dialect, [...candidates], ahead.limit);
-    const rows = await executor.query<{ pk: number; id: string }>(statement.text, statement.params);
+    // The candidates can be large resources (many index rows each): bounded like criteria searched in the
+    // transaction where the database can stop it; without the SQLite extension it runs as before.
+    const bounded = executor.dialect.transactionStatementTimeout !== undefined || executor.queryUntil !== undefined;
+    const rows = bounded
+      ? await runInTransaction(executor, budget, statement)
+      : await executor.query(statement.text, statement.params);
     if (ahead.pks.length >= ahead.limit && rows.length < ahead.limit) throw new StaleMatchesError();
-    return rows.map((row) => row.id);
+    return rows.map((row) => row.id as string);
   }
 
   return {

@@ -106,24 +106,25 @@ export function storedPgTypes(table: IndexTable): string[] {
  * keyed column's key, and its whole value in the full column when longer than the key.
  */
 export function storedRow(table: IndexTable, row: IndexRow): IndexRow {
-  const shape = INDEX_TABLES[table];
-  if (shape.keyed.length === 0) return row;
+  const positions = KEYED_POSITIONS[table];
+  if (positions.length === 0) return row;
   const stored = row.slice();
-  for (const column of shape.keyed) {
-    const at = 2 + shape.columns.indexOf(column);
+  for (const at of positions) {
     const value = row[at];
-    if (typeof value === 'string' && value.length > INDEX_KEY_LENGTH) {
-      const key = indexKey(value);
-      if (key !== value) {
-        stored[at] = key;
-        stored.push(value);
-        continue;
-      }
-    }
-    stored.push(null);
+    const key = typeof value === 'string' && value.length > INDEX_KEY_LENGTH ? indexKey(value) : value;
+    stored[at] = key;
+    stored.push(key === value ? null : value);
   }
   return stored;
 }
+
+/** Where each table's keyed columns are in an extracted row. */
+const KEYED_POSITIONS = Object.fromEntries(
+  TABLE_NAMES.map((table) => {
+    const { columns, keyed } = INDEX_TABLES[table];
+    return [table, keyed.map((column) => 2 + columns.indexOf(column))];
+  }),
+) as Record<IndexTable, number[]>;
 
 /** A row without its pk: [sp, grp, ...values]. */
 export type IndexRow = SqlValue[];

@@ -12,7 +12,9 @@ import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 
 const FHIR_JSON = 'application/fhir+json';
-const SCOPES = ['Observation', 'Questionnaire', 'QuestionnaireResponse'].map((t) => `system/${t}.cruds`).join(' ');
+const SCOPES = ['Observation', 'Patient', 'Questionnaire', 'QuestionnaireResponse']
+  .map((t) => `system/${t}.cruds`)
+  .join(' ');
 
 // Letters, digits and characters of two, three and four UTF-8 bytes (the last a surrogate pair in
 // JavaScript): no white space and none of the search syntax's `,|$\` or `/`, so one alphabet serves
@@ -194,6 +196,46 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
       expect(await search([['subject:identifier', `${identifierSystem}|${cut(identifierValue, 0, -1)}`]])).toEqual([]);
     });
 
+    it('stores and finds long names, telecoms and addresses (Patient)', async () => {
+      const family = randomText(length);
+      const given = randomText(length);
+      const phone = randomText(length);
+      const line = randomText(length);
+      const patient = (variant: (s: string) => string) => ({
+        resourceType: 'Patient',
+        name: [{ family: variant(family), given: [given] }],
+        telecom: [{ system: 'phone', value: variant(phone) }],
+        address: [{ line: [variant(line)], city: 'Springfield' }],
+      });
+      const a = created(
+        await send(
+          'POST',
+          '/fhir/Patient',
+          patient((s) => s),
+        ),
+      );
+      const b = created(await send('POST', '/fhir/Patient', patient(twin)));
+      expect(await read('Patient', a)).toMatchObject(patient((s) => s));
+
+      const search = (params: [string, string][]) => found('Patient', params);
+      expect(await search([['family', family]])).toEqual([a]);
+      expect(await search([['family:exact', twin(family)]])).toEqual([b]);
+      expect(await search([['family', cut(family, 0, -1)]])).toEqual(sorted(a, b));
+      expect(await search([['given', given]])).toEqual(sorted(a, b));
+      // `name` also matches the assembled "given family".
+      expect(await search([['name', `${given} ${family}`]])).toEqual([a]);
+      expect(await search([['telecom', `phone|${phone}`]])).toEqual([a]);
+      expect(await search([['phone', twin(phone)]])).toEqual([b]);
+      expect(await search([['address', line]])).toEqual([a]);
+      expect(await search([['address:contains', cut(line, -30)]])).toEqual([a]);
+      expect(
+        await search([
+          ['given', given],
+          ['family:not', family],
+        ]),
+      ).toEqual([b]);
+    });
+
     it('stores and finds long uris and canonical references (Questionnaire, QuestionnaireResponse)', async () => {
       const url = `https://forms.example/${randomText(length)}`;
       const questionnaire = (canonical: string) => ({
@@ -241,6 +283,13 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
     expect(await search([['url', `${exact},${longer}`]])).toEqual(sorted(a, b));
     expect(await search([['url:below', exact]])).toEqual(sorted(a, b));
     expect(await search([['title:exact', exact]])).toEqual([a]);
+    // Sorted by url over every Questionnaire (read from the index in key order): the one whose url is
+    // the key comes before the longer one sharing it.
+    const byUrl = await t.app.inject({ method: 'GET', url: '/fhir/Questionnaire?_sort=url&_count=100', headers: auth });
+    expect(byUrl.statusCode).toBe(200);
+    const order = (byUrl.json() as { entry: { resource: { id: string } }[] }).entry.map((e) => e.resource.id);
+    expect(order.indexOf(a)).toBeGreaterThanOrEqual(0);
+    expect(order.indexOf(b)).toBe(order.indexOf(a) + 1);
     expect(await search([['title', exact]])).toEqual(sorted(a, b));
     expect(
       await search([

@@ -56,6 +56,8 @@ export const ERROR_CATALOG = {
   'too-many-index-rows': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'search-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'search-timeout': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
+  // A search inside a write transaction where nothing could stop it (search/transaction-runner.ts).
+  'search-not-bounded': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'response-too-large': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },

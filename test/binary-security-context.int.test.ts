@@ -4,6 +4,9 @@
 // Over HTTP on both databases, with a Binary-only account as the attacker.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { BulkClient, ids as exportedIds } from './support/bulk-export-client.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
@@ -49,7 +52,8 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     (bundle.entry ?? []).flatMap((e) => (e.resource ? [`${e.resource.resourceType}/${e.resource.id}`] : []));
 
   beforeAll(async () => {
-    t = await startTestApp(backend);
+    // No export runs in this process: the $export test starts a worker once its accounts are as it wants.
+    t = await startTestApp(backend, { AMBIENT_EXPORT_WORKERS: '0' });
     admin = `Bearer ${await t.token('system/*.cruds')}`;
     binaryOnly = `Bearer ${await t.token('system/Binary.cruds')}`;
     binaryAndTask = `Bearer ${await t.token('system/Binary.cruds system/Task.cruds')}`;
@@ -156,6 +160,26 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     expect(allowed.statusCode).toBe(201);
   });
 
+  it('versions written before the content was attached are ruled by its current context too', async () => {
+    const id = (await raw(admin, 'leaflet, later attached')).json().id as string;
+    expect((await get(binaryOnly, `/fhir/Binary/${id}/_history/1`)).statusCode).toBe(200);
+    const attach = await json(admin, 'PUT', `/fhir/Binary/${id}`, { ...binaryWith(`Patient/${patientId}`), id });
+    expect(attach.statusCode).toBe(200);
+    const v1 = await get(binaryOnly, `/fhir/Binary/${id}/_history/1`);
+    expect(v1.statusCode).toBe(403);
+    expect(v1.body).not.toContain('leaflet');
+    for (const url of [`/fhir/Binary/${id}/_history`, '/fhir/Binary/_history?_count=1000']) {
+      const history = await get(binaryOnly, url);
+      expect(history.statusCode, url).toBe(200);
+      expect(ids(history.json()), url).not.toContain(`Binary/${id}`);
+      expect(history.body, url).not.toContain(Buffer.from('leaflet, later attached').toString('base64'));
+    }
+    // A caller who may read Patients sees both versions.
+    expect((await get(patientReader, `/fhir/Binary/${id}/_history/1`)).body).toBe('leaflet, later attached');
+    const all = (await get(patientReader, `/fhir/Binary/${id}/_history`)).json();
+    expect(all.entry).toHaveLength(2);
+  });
+
   it('a conditional create that finds it answers without its content (If-None-Exist, ifNoneExist)', async () => {
     const base64 = Buffer.from(secret).toString('base64');
     const plain = await raw(binaryOnly, 'probe', {
@@ -187,5 +211,280 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     });
     expect(reader.statusCode).toBe(200);
     expect(reader.json()).toMatchObject({ resourceType: 'Binary', id: attached, data: base64 });
+  });
+
+  /** A fresh Binary attached to the Patient, for a test that tries to change it. */
+  const attachedTarget = async () => {
+    const res = await raw(admin, secret, { 'x-security-context': `Patient/${patientId}` });
+    expect(res.statusCode).toBe(201);
+    return res.json().id as string;
+  };
+  const send = (authorization: string, method: 'PUT' | 'PATCH' | 'DELETE', url: string, body?: string, type?: string) =>
+    t.app.inject({
+      method,
+      url,
+      headers: { authorization, ...(type ? { 'content-type': type } : {}) },
+      ...(body === undefined ? {} : { payload: body }),
+    });
+  /** As the admin sees it: still the first version, still the secret, still attached. */
+  const expectUnchanged = async (id: string) => {
+    const current = await get(admin, `/fhir/Binary/${id}?_format=json`);
+    expect(current.statusCode).toBe(200);
+    const binary = current.json();
+    expect(binary.meta.versionId).toBe('1');
+    expect(binary.securityContext).toEqual({ reference: `Patient/${patientId}` });
+    expect(Buffer.from(binary.data, 'base64').toString()).toBe(secret);
+  };
+  const expectRefused = (res: { statusCode: number; body: string }, what: string) => {
+    expect(res.statusCode, what).toBe(403);
+    expect(JSON.parse(res.body).issue[0].diagnostics, what).toContain('system/Patient.r');
+    expect(res.body, what).not.toContain(Buffer.from(secret).toString('base64'));
+  };
+  const jsonPatch = (ops: unknown[]) => JSON.stringify(ops);
+  const fhirPathPatch = JSON.stringify({
+    resourceType: 'Parameters',
+    parameter: [
+      {
+        name: 'operation',
+        part: [
+          { name: 'type', valueCode: 'replace' },
+          { name: 'path', valueString: 'Binary.contentType' },
+          { name: 'value', valueCode: 'text/html' },
+        ],
+      },
+    ],
+  });
+
+  it('update, patch and delete of a Binary attached to a Patient: 403 to a Binary-only account, nothing changed', async () => {
+    const target = await attachedTarget();
+    const detached = JSON.stringify({
+      resourceType: 'Binary',
+      id: target,
+      contentType: 'text/plain',
+      data: Buffer.from('overwritten').toString('base64'),
+    });
+    const sameContext = JSON.stringify({
+      ...JSON.parse(detached),
+      securityContext: { reference: `Patient/${patientId}` },
+    });
+    const attempts: [string, () => ReturnType<typeof send>][] = [
+      [
+        'PUT without a context',
+        () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, detached, 'application/fhir+json'),
+      ],
+      [
+        'PUT with its context',
+        () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, sameContext, 'application/fhir+json'),
+      ],
+      ['PUT of raw bytes', () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, 'overwritten', 'text/plain')],
+      [
+        'PUT with If-Match',
+        () =>
+          t.app.inject({
+            method: 'PUT',
+            url: `/fhir/Binary/${target}`,
+            headers: { authorization: binaryOnly, 'content-type': 'application/fhir+json', 'if-match': 'W/"1"' },
+            payload: detached,
+          }),
+      ],
+      [
+        'JSON Patch remove securityContext',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'remove', path: '/securityContext' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch replace data',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'replace', path: '/data', value: 'AA==' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch test (an oracle on the content)',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'test', path: '/data', value: Buffer.from(secret).toString('base64') }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch copy of the content',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'copy', from: '/data', path: '/contentType' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'JSON Patch move',
+        () =>
+          send(
+            binaryOnly,
+            'PATCH',
+            `/fhir/Binary/${target}`,
+            jsonPatch([{ op: 'move', from: '/securityContext', path: '/extension' }]),
+            'application/json-patch+json',
+          ),
+      ],
+      [
+        'FHIRPath Patch',
+        () => send(binaryOnly, 'PATCH', `/fhir/Binary/${target}`, fhirPathPatch, 'application/fhir+json'),
+      ],
+      ['DELETE', () => send(binaryOnly, 'DELETE', `/fhir/Binary/${target}`)],
+      [
+        'conditional update',
+        () =>
+          send(
+            binaryOnly,
+            'PUT',
+            `/fhir/Binary?_id=${target}`,
+            JSON.stringify({ ...JSON.parse(detached), id: undefined }),
+            'application/fhir+json',
+          ),
+      ],
+      ['conditional delete', () => send(binaryOnly, 'DELETE', `/fhir/Binary?_id=${target}`)],
+    ];
+    for (const [what, attempt] of attempts) {
+      expectRefused(await attempt(), what);
+      await expectUnchanged(target);
+    }
+  });
+
+  it('the same through batch and transaction entries: 403, nothing changed', async () => {
+    const target = await attachedTarget();
+    const detached = {
+      resourceType: 'Binary',
+      id: target,
+      contentType: 'text/plain',
+      data: Buffer.from('overwritten').toString('base64'),
+    };
+    const patchBinary = {
+      resourceType: 'Binary',
+      contentType: 'application/json-patch+json',
+      data: Buffer.from(jsonPatch([{ op: 'remove', path: '/securityContext' }])).toString('base64'),
+    };
+    const entries = [
+      { resource: detached, request: { method: 'PUT', url: `Binary/${target}` } },
+      { resource: patchBinary, request: { method: 'PATCH', url: `Binary/${target}` } },
+      { resource: JSON.parse(fhirPathPatch), request: { method: 'PATCH', url: `Binary/${target}` } },
+      { request: { method: 'DELETE', url: `Binary/${target}` } },
+      { resource: { ...detached, id: undefined }, request: { method: 'PUT', url: `Binary?_id=${target}` } },
+      { request: { method: 'DELETE', url: `Binary?_id=${target}` } },
+    ];
+    const batch = await json(binaryOnly, 'POST', '/fhir', { resourceType: 'Bundle', type: 'batch', entry: entries });
+    expect(batch.statusCode).toBe(200);
+    const outcomes = batch.json().entry as {
+      response: { status: string; outcome: { issue: { diagnostics: string }[] } };
+    }[];
+    expect(outcomes.map((e) => e.response.status)).toEqual(entries.map(() => '403 Forbidden'));
+    for (const e of outcomes) expect(e.response.outcome.issue[0].diagnostics).toContain('system/Patient.r');
+    await expectUnchanged(target);
+    for (const entry of entries) {
+      const transaction = await json(binaryOnly, 'POST', '/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [entry],
+      });
+      expectRefused(transaction, `transaction ${entry.request.method} ${entry.request.url}`);
+      await expectUnchanged(target);
+    }
+  });
+
+  it('a caller who may read Patients may change it; a Binary-only account changes unattached content', async () => {
+    const target = await attachedTarget();
+    const patched = await send(
+      patientReader,
+      'PATCH',
+      `/fhir/Binary/${target}`,
+      jsonPatch([{ op: 'replace', path: '/contentType', value: 'text/markdown' }]),
+      'application/json-patch+json',
+    );
+    expect(patched.statusCode).toBe(200);
+    expect(patched.json().contentType).toBe('text/markdown');
+    expect((await send(patientReader, 'DELETE', `/fhir/Binary/${target}`)).statusCode).toBe(204);
+    expect((await get(admin, `/fhir/Binary/${target}`)).statusCode).toBe(410);
+    const leaflet = (await raw(admin, 'leaflet v1')).json().id;
+    const replaced = await send(binaryOnly, 'PUT', `/fhir/Binary/${leaflet}`, 'leaflet v2', 'text/plain');
+    expect(replaced.statusCode).toBe(200);
+    expect((await get(binaryOnly, `/fhir/Binary/${leaflet}`)).body).toBe('leaflet v2');
+    expect((await send(binaryOnly, 'DELETE', `/fhir/Binary/${leaflet}`)).statusCode).toBe(204);
+  });
+
+  /** An account with these scopes and a token from the token endpoint (narrowed to `tokenScopes` if given). */
+  const account = async (scopes: string, tokenScopes?: string) => {
+    const username = `exporter-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await t.accounts.create({ username, password, scopes: scopes.split(' ') });
+    const form = new URLSearchParams({ username, password, ...(tokenScopes ? { scope: tokenScopes } : {}) });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/v1/ambient/api/auth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: form.toString(),
+    });
+    expect(res.statusCode).toBe(200);
+    return { username, client: new BulkClient(t.app, res.json().access_token as string) };
+  };
+
+  it('$export of Binary leaves out what the account may not read, with its scopes as the job runs', async () => {
+    // Attached to the Patient at kick-off, detached afterwards: the export holds the attached version.
+    const detachedLater = (await json(admin, 'POST', '/fhir/Binary', binaryWith(`Patient/${patientId}`))).json().id;
+    const selected = [attached, attachedAbsolute, free, external, detachedLater];
+    const kickoff = `/fhir/$export?_type=Binary&_typeFilter=${encodeURIComponent(`Binary?_id=${selected.join(',')}`)}`;
+    const binaryOnlyAccount = await account('system/Binary.rs');
+    const narrowedToken = await account('system/Binary.rs system/Patient.r', 'system/Binary.rs');
+    const reader = await account('system/Binary.rs system/Patient.r');
+    const shrunk = await account('system/Binary.rs system/Patient.r');
+    const everything = await account('system/*.rs');
+    const exports = new Map<string, string>();
+    for (const [name, { client }] of Object.entries({ binaryOnlyAccount, narrowedToken, reader, shrunk, everything })) {
+      exports.set(name, await client.start(kickoff));
+    }
+    const detach = { ...binaryWith(`Patient/${patientId}`), id: detachedLater, securityContext: undefined };
+    expect((await json(admin, 'PUT', `/fhir/Binary/${detachedLater}`, detach)).statusCode).toBe(200);
+    await t.accounts.update(shrunk.username, { scopes: ['system/Binary.rs'] });
+
+    // Now a worker runs the queued jobs.
+    const worker = await assembleApp(
+      loadConfig({ DATABASE_URL: t.database.url, AMBIENT_PUBLIC_URL: TEST_PUBLIC_URL, LOG_LEVEL: 'silent' }),
+    );
+    await worker.ready();
+    try {
+      const exported = async (name: string, client: BulkClient) => {
+        const files = await client.resources(await client.manifest(exports.get(name)!));
+        const binaries = files.get('Binary') ?? [];
+        return { ids: exportedIds(binaries), text: JSON.stringify(binaries) };
+      };
+      const secretData = Buffer.from(secret).toString('base64');
+      for (const [name, { client }] of Object.entries({ binaryOnlyAccount, narrowedToken, shrunk })) {
+        const { ids, text } = await exported(name, client);
+        expect(ids, name).toEqual([free]);
+        expect(text, name).not.toContain(secretData);
+      }
+      const asReader = await exported('reader', reader.client);
+      expect(asReader.ids).toEqual([attached, attachedAbsolute, free, detachedLater].sort());
+      const asEverything = await exported('everything', everything.client);
+      expect(asEverything.ids).toEqual([...selected].sort());
+      // The version at the export's transactionTime, still attached, is what the reader got.
+      expect(asReader.text).toContain(`"securityContext":{"reference":"Patient/${patientId}"}`);
+    } finally {
+      await worker.close();
+    }
   });
 });

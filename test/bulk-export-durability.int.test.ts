@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assembleApp } from '../src/assemble.js';
+import { ADMINISTRATOR } from '../src/auth/administrator.js';
 import { loadConfig } from '../src/config.js';
 import { loadR4Definitions } from '../src/definitions/registry.js';
 import { patientCompartmentParams } from '../src/export/compartment.js';
@@ -122,6 +123,7 @@ describe.each(BACKENDS)('bulk export durability on %s', (backend) => {
       ttlMs: 60_000,
       pollMs: 50,
       chunkBytes: 1, // a chunk per resource: many chances to stop mid-file
+      principalOf: async () => ADMINISTRATOR,
     });
     runner.start();
     const deadline = Date.now() + 20_000;

@@ -9,7 +9,7 @@
 // against the rate limit; 5 is 429 with Retry-After.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import type { Account } from './accounts.js';
+import type { Account, AccountStore } from './accounts.js';
 import type { AccountCache, AuthStateVersion } from './auth-state.js';
 import { rememberPrincipal } from './audit.js';
 import type { AuditLog } from './audit.js';
@@ -47,6 +47,23 @@ export class TokenPrincipal implements Principal {
   hasScope(scope: string): boolean {
     return this.token.has(scope) && this.account.has(scope);
   }
+}
+
+/**
+ * The caller of work that runs after its request (an export job): what its token granted then, within
+ * what the account has now, looked up anew on each call, so scopes taken from the account since apply.
+ * Undefined once the account is deleted, inactive or without API access: such work may read nothing.
+ * `tokenScopes` undefined (a job stored without them): the account's scopes alone.
+ */
+export async function currentPrincipal(
+  accounts: Pick<AccountStore, 'findById'>,
+  accountId: string,
+  tokenScopes: readonly string[] | undefined,
+): Promise<Principal | undefined> {
+  const account = await accounts.findById(accountId);
+  if (!account || !account.active || !account.apiAccess) return undefined;
+  const granted = new ScopeSet(account.scopes);
+  return new TokenPrincipal(account.id, account.username, tokenScopes ? new ScopeSet(tokenScopes) : granted, granted);
 }
 
 export type RefusalReason =

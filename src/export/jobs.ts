@@ -78,6 +78,7 @@ export interface JobRecord {
 /** A job claimed by this process. */
 export interface ClaimedJob {
   readonly id: string;
+  /** The account that started it: its scopes now bound what the job may read (runner.ts). */
   readonly accountId: string;
   readonly leaseToken: string;
   readonly spec: ExportSpec;

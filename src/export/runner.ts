@@ -6,6 +6,8 @@
 // Every `pollMs` it looks for jobs (queued elsewhere, or left by a process that died: lease expired) and
 // sweeps expired ones. stop() gives running jobs back, so a restart resumes them at once.
 import { performance } from 'node:perf_hooks';
+import type { Principal } from '../auth/principal.js';
+import { binaryContextReadable } from '../fhir/binary.js';
 import type { Logger } from '../logger.js';
 import type { SearchCatalog } from '../search/catalog.js';
 import type { ReadAfter, ReadBudget, SqlDatabase } from '../storage/sql/database.js';
@@ -33,6 +35,11 @@ export interface RunnerOptions {
   readonly pollMs: number;
   readonly chunkBytes?: number;
   readonly logger?: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /**
+   * Who runs the job, as of now (auth/authenticator.ts currentPrincipal): the kick-off token's scopes
+   * within the account's current ones; undefined when the account may no longer read anything.
+   */
+  readonly principalOf: (job: ClaimedJob) => Promise<Principal | undefined>;
 }
 
 class StoppedError extends Error {}
@@ -214,6 +221,7 @@ export class ExportRunner {
       };
       for (;;) {
         if (stop.aborted) throw new StoppedError();
+        const shown = type === 'Binary' ? await this.binaryFilter(job) : undefined;
         const page = await this.readPage(type, selection, window, afterPk, stop, readAfter);
         for (const row of page) {
           // Per row, not per page: a shutdown does not wait for a page of history lookups.
@@ -222,7 +230,7 @@ export class ExportRunner {
           afterPk = pk;
           let content = rowContent(row, window);
           if (content === 'history') content = await this.versionAt(pk, window, stop, readAfter);
-          if (content === undefined) continue;
+          if (content === undefined || (shown && !shown(content))) continue;
           buffer.add(content);
           if (buffer.bytes >= chunkBytes || progress.fileResources + buffer.lines.length >= FILE_MAX_RESOURCES) {
             await flush(pk, false);
@@ -243,6 +251,19 @@ export class ExportRunner {
       await save(progress);
     }
     return [...progress.files];
+  }
+
+  /**
+   * Which Binaries the job may export (CONTRACT.md: one with a securityContext only to a caller who may
+   * read what it points at), asked anew for each page so that scopes the account lost since the
+   * kick-off apply. Decided on each version as exported (the one at transactionTime), parsed as it
+   * streams: a later change of its securityContext does not decide what an earlier version shows.
+   */
+  private async binaryFilter(job: ClaimedJob): Promise<(content: string) => boolean> {
+    const principal = await this.options.principalOf(job);
+    const canRead = (type: string) => principal?.canFhir('read', type) ?? false;
+    const { references, registry } = this.catalog;
+    return (content) => binaryContextReadable(content, references, registry.resourceTypes, canRead);
   }
 
   private readPage(

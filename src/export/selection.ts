@@ -39,6 +39,11 @@ export interface ExportSpec {
   readonly since?: number;
   /** The filters of the exported types (validated at kick-off). */
   readonly typeFilters: readonly TypeFilter[];
+  /**
+   * The kick-off token's scopes: within the account's scopes when the job runs, they decide which
+   * Binaries' securityContext the job may read (runner.ts). Jobs stored without them use the account's.
+   */
+  readonly scopes?: readonly string[];
 }
 
 /** The compartment parameters' ids of `type` that the catalog indexes as references. */

@@ -113,6 +113,7 @@ export class ExportService {
       types: exported,
       ...(parameters.since !== undefined ? { since: parameters.since } : {}),
       typeFilters,
+      scopes: principal.scopes,
     };
     return this.jobs.create(principal.accountId, request.requestUrl, spec, transactionTime);
   }

@@ -1,8 +1,8 @@
 import type { FhirAction } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { localReferences } from '../storage/link-writer.js';
-import type { FhirResource } from '../storage/store.js';
-import { securityContextType } from './binary.js';
+import type { FhirResource, ReplicaReads, ResourceStore } from '../storage/store.js';
+import { binaryContextReadable, securityContextType } from './binary.js';
 import type { FhirRequest } from './services.js';
 
 const ACTION_LETTER: Record<FhirAction, string> = { create: 'c', read: 'r', update: 'u', delete: 'd', search: 's' };
@@ -45,10 +45,8 @@ export function requireKnowableReferences(request: FhirRequest, resource: FhirRe
 
 /** Does a Binary's securityContext let the caller see its content? (Its own type's scope is checked apart.) */
 export function mayReadBinary(request: FhirRequest, content: string | Record<string, unknown>): boolean {
-  const context = securityContextType(content, request.services.references);
-  if (context === undefined) return true;
-  if (context !== '*') return request.principal.canFhir('read', context);
-  return request.services.types.resourceTypes.every((t) => request.principal.canFhir('read', t));
+  const { references, types } = request.services;
+  return binaryContextReadable(content, references, types.resourceTypes, (t) => request.principal.canFhir('read', t));
 }
 
 /**
@@ -59,7 +57,7 @@ export function mayReadBinary(request: FhirRequest, content: string | Record<str
 export function requireBinaryContext(
   request: FhirRequest,
   content: string | Record<string, unknown>,
-  doing: 'read' | 'write',
+  doing: 'read' | 'write' | 'change',
 ): void {
   if (mayReadBinary(request, content)) return;
   const context = securityContextType(content, request.services.references);
@@ -68,4 +66,36 @@ export function requireBinaryContext(
     'forbidden',
     `This Binary's securityContext ${context === '*' ? 'names no resource of this server' : `points at a ${context}`}: to ${doing} it needs ${needs}`,
   );
+}
+
+/**
+ * Update, patch and delete of a Binary act on the content it holds now: refused (403) when the caller may
+ * not read what its current securityContext points at, whatever the new content says (a writer could
+ * otherwise detach content from a record, replace it or delete it). `store` is the write's transaction:
+ * the row stays locked until it ends, so the context checked is the one the write replaces.
+ */
+export async function requireBinaryChangeable(request: FhirRequest, store: ResourceStore, id: string): Promise<void> {
+  const current = await store.read('Binary', id, { lock: true });
+  if (current && !current.deleted && current.content) requireBinaryContext(request, current.content, 'change');
+}
+
+/**
+ * A Binary's current securityContext rules every version of it, besides each version's own: content
+ * attached to a Patient after it was written is not readable through its older versions. (A deleted
+ * Binary has no current content; then each version's own context alone decides.)
+ */
+export async function binaryVersionsReadable(
+  request: FhirRequest,
+  versions: readonly { type: string; id: string; content: string | null }[],
+  readAfter?: ReplicaReads['readAfter'],
+): Promise<(version: { type: string; id: string; content: string | null }) => boolean> {
+  const ids = [...new Set(versions.filter((v) => v.type === 'Binary').map((v) => v.id))];
+  const hidden = new Set<string>();
+  await Promise.all(
+    ids.map(async (id) => {
+      const current = await request.services.store.read('Binary', id, { readAfter });
+      if (current?.content && !mayReadBinary(request, current.content)) hidden.add(id);
+    }),
+  );
+  return (v) => v.type !== 'Binary' || (!hidden.has(v.id) && (!v.content || mayReadBinary(request, v.content)));
 }

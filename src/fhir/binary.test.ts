@@ -4,9 +4,12 @@ import {
   binaryContentType,
   binaryFromRaw,
   isBinaryResource,
+  binaryContextReadable,
   RawContent,
   securityContextReference,
+  securityContextType,
 } from './binary.js';
+import { ReferenceParser } from './references.js';
 
 const isResourceType = (name: string) => ['Patient', 'DocumentReference'].includes(name);
 
@@ -92,5 +95,39 @@ describe('binaryFromRaw and binaryContent', () => {
     for (const other of [{ resourceType: 'Patient' }, [{ resourceType: 'Binary' }], 'Binary', null, undefined]) {
       expect(isBinaryResource(other)).toBe(false);
     }
+  });
+});
+
+describe('securityContextType and binaryContextReadable on stored text', () => {
+  const references = new ReferenceParser('https://fhir.example/fhir', isResourceType);
+  const stored = (fields: Record<string, unknown>) =>
+    JSON.stringify({ resourceType: 'Binary', id: 'b', contentType: 'text/plain', ...fields, data: 'AAAA' });
+
+  it('finds the context wherever the key stands, and only the key', () => {
+    expect(securityContextType(stored({}), references)).toBeUndefined();
+    const late = JSON.stringify({ resourceType: 'Binary', data: 'AAAA', securityContext: { reference: 'Patient/1' } });
+    expect(securityContextType(late, references)).toBe('Patient');
+    expect(
+      securityContextType(
+        stored({ securityContext: { reference: 'https://fhir.example/fhir/Patient/1' } }),
+        references,
+      ),
+    ).toBe('Patient');
+    expect(securityContextType(stored({ securityContext: { identifier: { value: 'x' } } }), references)).toBe('*');
+    // The word inside a value (escaped quotes, a value ending in it) is no context.
+    expect(securityContextType(stored({ contentType: 'text/x; a="securityContext"' }), references)).toBeUndefined();
+    expect(securityContextType(stored({ meta: { tag: [{ code: '"securityContext' }] } }), references)).toBeUndefined();
+  });
+
+  it('reads content attached to a type only with read access to it, to nothing of this server only with every type', () => {
+    const types = ['Patient', 'DocumentReference'];
+    const patientOnly = (type: string) => type === 'Patient';
+    const attached = stored({ securityContext: { reference: 'Patient/1' } });
+    const elsewhere = stored({ securityContext: { reference: 'https://other.example/fhir/Patient/1' } });
+    expect(binaryContextReadable(stored({}), references, types, () => false)).toBe(true);
+    expect(binaryContextReadable(attached, references, types, patientOnly)).toBe(true);
+    expect(binaryContextReadable(attached, references, types, (type) => type === 'DocumentReference')).toBe(false);
+    expect(binaryContextReadable(elsewhere, references, types, patientOnly)).toBe(false);
+    expect(binaryContextReadable(elsewhere, references, types, () => true)).toBe(true);
   });
 });

@@ -163,12 +163,32 @@ function servableContentType(contentType: unknown): string {
  * read every type may then read.
  */
 export function securityContextType(
+  /** The Binary, or its JSON text as stored (a serializer's output). */
   binary: string | Record<string, unknown>,
   references: ReferenceParser,
 ): string | undefined {
+  // A serializer spells a key as it is: text without the word has no securityContext, and the content
+  // (megabytes of base64 in `data`) need not be parsed to know it (search pages, history, exports).
+  if (typeof binary === 'string' && !binary.includes('"securityContext"')) return undefined;
   const resource = (typeof binary === 'string' ? JSON.parse(binary) : binary) as { securityContext?: unknown };
   const context = resource.securityContext;
   if (context === undefined || context === null) return undefined;
   const reference = (context as { reference?: unknown }).reference;
   return (typeof reference === 'string' && references.local(reference)?.type) || '*';
+}
+
+/**
+ * May a caller who reads the types `canRead` accepts see this Binary's content? Yes without a
+ * securityContext; with one, only with read access to the type it points at, or to every type when it
+ * names nothing of this server.
+ */
+export function binaryContextReadable(
+  binary: string | Record<string, unknown>,
+  references: ReferenceParser,
+  resourceTypes: readonly string[],
+  canRead: (type: string) => boolean,
+): boolean {
+  const context = securityContextType(binary, references);
+  if (context === undefined) return true;
+  return context === '*' ? resourceTypes.every(canRead) : canRead(context);
 }

@@ -4,6 +4,8 @@
 import { pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AccountStore } from '../auth/accounts.js';
+import { currentPrincipal } from '../auth/authenticator.js';
 import type { Authenticator } from '../auth/principal.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { AppError, operationOutcomeFor } from '../errors.js';
@@ -41,7 +43,9 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
   });
   const exports = new ExportService(services, db, jobs, catalog, compartment);
   const leaseMs = settings.leaseSeconds * 1000;
+  const accounts = new AccountStore(db);
   const runner = new ExportRunner(db, jobs, catalog, compartment, {
+    principalOf: (job) => currentPrincipal(accounts, job.accountId, job.spec.scopes),
     workers: settings.workers,
     leaseMs,
     ttlMs: settings.ttlSeconds * 1000,

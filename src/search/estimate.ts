@@ -7,6 +7,7 @@
 //
 // Counts are cached for a minute: they choose plans, never results, so a stale count costs at most a
 // slower plan. A chain or `_has` is estimated by its inner criterion (what driving it reads first).
+import { createHash } from 'node:crypto';
 import { BudgetExceededError } from '../storage/sql/database.js';
 import type { Plan, PlannedCriterion } from './plan.js';
 import { compileEstimate, driverCandidate, ESTIMATE_CAP } from './sql/compile.js';
@@ -55,7 +56,13 @@ export class CardinalityEstimator {
 
   private async count(c: PlannedCriterion, run: StatementRunner): Promise<number> {
     const statement = compileEstimate(this.dialect, c, ESTIMATE_CAP);
-    const key = `${statement.text}\u0000${JSON.stringify(statement.params)}`;
+    // A digest, not the text: a criterion with 1,000 values is ~100 KB of text and parameters, and
+    // MAX_CACHED of those held 1 GB. A digest's entry is ~150 bytes whatever the criterion.
+    const key = createHash('sha256')
+      .update(statement.text)
+      .update('\u0000')
+      .update(JSON.stringify(statement.params))
+      .digest('base64url');
     const now = this.now();
     const cached = this.cache.get(key);
     if (cached && now - cached.at < TTL_MS) return cached.rows;

@@ -5,7 +5,7 @@
 // stops that one.
 import { AppError } from '../errors.js';
 import type { SearchRequest } from './parse.js';
-import type { Plan } from './plan.js';
+import type { Plan, PlannedCriterion } from './plan.js';
 
 export const SEARCH_LIMITS = {
   /** Search parameters (criteria) in one search. */
@@ -14,6 +14,14 @@ export const SEARCH_LIMITS = {
   valuesPerCriterion: 1000,
   /** Values of all parameters together. */
   valuesPerSearch: 2000,
+  /**
+   * Values matched as a range or a pattern (RowMatch.rangeValues: `:text`, `:contains`, string
+   * prefixes, dates, numbers, quantities, `:below`), all parameters together, chains included. A
+   * criterion that cannot drive the query is evaluated on every candidate row, once per value: on
+   * 150,000 Observations each such value cost 10-30 ms, so 1,000 + 1,000 `:text` values ran out the
+   * 10 s budget on both databases (docs/search.md, "Limits").
+   */
+  rangeValuesPerSearch: 32,
   /** Links of one chain or `_has` (`subject:Patient.organization.name` has 2). */
   chainDepth: 4,
   /** Chained and `_has` parameters in one search (each is a join per candidate row). */
@@ -23,6 +31,23 @@ export const SEARCH_LIMITS = {
   /** `_include` and `_revinclude` directives. */
   includes: 16,
 } as const;
+
+/** The values of `c` (a chain's or `_has`'s inner criterion included) matched as a range or a pattern. */
+function rangeValuesOf(c: PlannedCriterion): number {
+  switch (c.kind) {
+    case 'rows':
+      return c.match.rangeValues ?? 0;
+    case 'composite':
+      // Each alternative joins its components' rows and compares their ranges.
+      return c.alternatives.length;
+    case 'chain':
+    case 'has':
+    case 'forTypes':
+      return rangeValuesOf(c.inner);
+    default:
+      return 0;
+  }
+}
 
 function tooCostly(message: string): never {
   throw new AppError('search-too-costly', message);
@@ -34,6 +59,12 @@ export function checkCost(request: SearchRequest, plan: Plan): void {
   if (values > SEARCH_LIMITS.valuesPerSearch) {
     tooCostly(
       `A search may have at most ${SEARCH_LIMITS.valuesPerSearch} values in all its parameters; this one has ${values}`,
+    );
+  }
+  const rangeValues = plan.criteria.reduce((sum, c) => sum + rangeValuesOf(c), 0);
+  if (rangeValues > SEARCH_LIMITS.rangeValuesPerSearch) {
+    tooCostly(
+      `A search may have at most ${SEARCH_LIMITS.rangeValuesPerSearch} values matched as a range or a pattern (:text, :contains, strings, dates, numbers, quantities, :below) in all its parameters; this one has ${rangeValues}`,
     );
   }
   const joins = plan.criteria.filter((c) => c.kind === 'chain' || c.kind === 'has').length;

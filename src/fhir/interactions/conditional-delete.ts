@@ -1,6 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#3.1.0.7.1 (conditional delete)
 import { AppError } from '../../errors.js';
-import { mayRead, requireAccess } from '../access.js';
+import { mayRead, requireAccess, requireBinaryChangeable } from '../access.js';
 import { findMatches, lockCriteria, parseCriteria, withMatchesAhead } from '../conditional.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
@@ -22,6 +22,7 @@ export async function conditionalDeleteInteraction(
         throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
       }
       if (matches.length === 0) return { status: 204 };
+      if (type === 'Binary') await requireBinaryChangeable(request, store, matches[0]);
       const deleted = await store.delete(type, matches[0], { mayName: mayRead(request) });
       return { status: 204, versionId: deleted?.versionId };
     }),

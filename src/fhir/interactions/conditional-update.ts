@@ -1,6 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#cond-update
 import { AppError } from '../../errors.js';
-import { requireAccess } from '../access.js';
+import { requireAccess, requireBinaryChangeable } from '../access.js';
 import { findMatches, lockCriteria, parseCriteria, withMatchesAhead } from '../conditional.js';
 import { assertValidId } from '../ids.js';
 import { acceptResource } from '../resource-input.js';
@@ -50,6 +50,7 @@ export async function conditionalUpdateInteraction(
       if (bodyId !== undefined && bodyId !== id) {
         throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
       }
+      if (type === 'Binary') await requireBinaryChangeable(request, store, id);
       const resource = acceptResource(request, type, { ...(body as object), id }, id);
       const { stored } = await store.update({ ...resource, id }, { ifMatch });
       return writeResponse(request, stored, 200);

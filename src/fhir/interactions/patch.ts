@@ -1,7 +1,7 @@
 // https://hl7.org/fhir/R4/http.html#patch (JSON Patch and FHIRPath Patch)
 import { AppError } from '../../errors.js';
 import type { FhirResource } from '../../storage/store.js';
-import { requireAccess } from '../access.js';
+import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId } from '../ids.js';
 import { jsonDepth, MAX_JSON_DEPTH } from '../json-limits.js';
 import { applyFhirPathPatch } from '../patch/fhirpath-patch.js';
@@ -33,6 +33,8 @@ export async function patchInteraction(
     const current = await store.read(type, id, { lock: true });
     if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
     if (current.deleted || !current.content) throw new AppError('resource-deleted', `${type}/${id} was deleted`);
+    // Before the patch touches it: every patch of a Binary acts on (and `test`, `copy`, `move` read) its content.
+    if (type === 'Binary') requireBinaryContext(request, current.content, 'change');
     if (ifMatch !== undefined && ifMatch !== current.versionId) {
       throw new AppError(
         'precondition-failed',

@@ -1,6 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#update
 import { AppError } from '../../errors.js';
-import { requireAccess } from '../access.js';
+import { requireAccess, requireBinaryChangeable } from '../access.js';
 import { assertValidId } from '../ids.js';
 import { acceptResource } from '../resource-input.js';
 import type { FhirResponse } from '../response.js';
@@ -24,6 +24,7 @@ export async function updateInteraction(
   // store has locked the row, so the check comes after the write, inside its transaction: a refusal
   // rolls the write back and nothing is stored.
   return request.services.store.transaction(async (store) => {
+    if (type === 'Binary') await requireBinaryChangeable(request, store, id);
     if (createOnly) {
       const current = await store.read(type, id, { lock: true });
       if (current && !current.deleted) {

@@ -19,7 +19,12 @@ export async function vreadInteraction(
   if (version.operation === 'delete') {
     throw new AppError('resource-deleted', `Version ${versionId} of ${type}/${id} is its deletion`);
   }
-  if (type === 'Binary' && version.content) requireBinaryContext(request, version.content, 'read');
+  if (type === 'Binary' && version.content) {
+    requireBinaryContext(request, version.content, 'read');
+    // The Binary's current securityContext rules its older versions too.
+    const current = await request.services.store.read(type, id, { readAfter: request.budget?.readAfter });
+    if (current?.content) requireBinaryContext(request, current.content, 'read');
+  }
   return {
     status: 200,
     body: version.content ?? undefined,

@@ -114,6 +114,6 @@ export const dateParam: ParamTypeHandler = {
       selectivity = Math.max(selectivity, prefix === 'eq' && range.hi - range.lo <= 86_400_000 ? 2 : 5);
       return rangeCondition(prefix, range, raw('t.lo'), raw('t.hi'), ctx.now);
     });
-    return { condition: or(conditions), selectivity };
+    return { condition: or(conditions), rangeValues: values.length, selectivity };
   },
 };

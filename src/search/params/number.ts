@@ -88,6 +88,6 @@ export const numberParam: ParamTypeHandler = {
       const { prefix, number } = parseNumberSearch(ctx.name, value);
       return numberCondition(prefix, number, raw('t.lo'), raw('t.hi'));
     });
-    return { condition: or(conditions), selectivity: 5 };
+    return { condition: or(conditions), rangeValues: values.length, selectivity: 5 };
   },
 };

@@ -47,6 +47,12 @@ export interface RowMatch {
   readonly useExtraSp?: boolean;
   /** The table the condition applies to, when not the handler's own (`:identifier` reads idx_token). */
   readonly table?: IndexTable;
+  /**
+   * Values matched as a range or a pattern (prefixes, `:text`, `:contains`, dates, numbers, quantities,
+   * `:below`): each is one more comparison on every row the criterion probes, where an equality list is
+   * one index lookup. Counted against SEARCH_LIMITS.rangeValuesPerSearch (limits.ts).
+   */
+  readonly rangeValues?: number;
   /** Lower is more selective: used to pick the index that drives the query (see plan.ts). */
   readonly selectivity: number;
 }

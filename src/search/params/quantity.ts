@@ -100,6 +100,6 @@ export const quantityParam: ParamTypeHandler = {
           : and([keyEquals('system', system), keyEquals('code', code)]);
       return and([unitCondition, numberCondition(prefix, number, raw('t.lo'), raw('t.hi'))]);
     });
-    return { condition: or(conditions), selectivity };
+    return { condition: or(conditions), rangeValues: values.length, selectivity };
   },
 };

@@ -86,6 +86,7 @@ export const stringParam: ParamTypeHandler = {
     return {
       condition: or(conditions),
       negated: modifier === 'not',
+      rangeValues: modifier === 'exact' || modifier === 'not' ? undefined : values.length,
       selectivity: modifier === 'not' ? 9 : selectivity,
     };
   },

@@ -140,7 +140,7 @@ export const tokenParam: ParamTypeHandler = {
           ? sql`t.text LIKE ${`${escapeLike(text)}%`} ESCAPE '\\'`
           : and([sql`t.text >= ${text}`, sql`t.text < ${upper}`]);
       });
-      return { condition: or(conditions), selectivity: 5 };
+      return { condition: or(conditions), rangeValues: values.length, selectivity: 5 };
     }
     if (modifier === 'of-type') {
       const conditions = values.map((raw) => {

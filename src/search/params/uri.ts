@@ -39,6 +39,7 @@ export const uriParam: ParamTypeHandler = {
     if (modifier === 'below') {
       return {
         condition: or(uris.map((uri) => keyStartsWith('uri', uri))),
+        rangeValues: uris.length,
         selectivity: 2,
       };
     }

@@ -99,6 +99,34 @@ export function isConnectionLost(error: unknown): boolean {
   return typeof message === 'string' && /Connection terminated|connection timeout|Connection ended/i.test(message);
 }
 
+/**
+ * What every connection this process opens runs with, sent in the startup packet (libpq's `options`,
+ * after any the URL gives, so ours win): `jit=off`. A statement past `jit_above_cost` (a search with
+ * a thousand OR'd terms) is compiled by LLVM first, and compiling checks for no interrupt: neither
+ * `statement_timeout` nor `pg_cancel_backend` (nor `pg_terminate_backend`) stopped one before it had
+ * compiled, 108 s into a 10 s budget. Our statements are short index probes, which JIT never speeds up.
+ */
+const SESSION_OPTIONS = '-c jit=off';
+
+/** `url` with SESSION_OPTIONS appended to its `options` parameter. */
+export function withSessionOptions(url: string): string {
+  const queryAt = url.indexOf('?');
+  const params = new URLSearchParams(queryAt >= 0 ? url.slice(queryAt + 1) : '');
+  const given = params.get('options');
+  params.set('options', given ? `${given} ${SESSION_OPTIONS}` : SESSION_OPTIONS);
+  return `${queryAt >= 0 ? url.slice(0, queryAt) : url}?${params.toString()}`;
+}
+
+/**
+ * The URL a connection to `url` is opened with. Behind a transaction pooler, none of ours: PgBouncer
+ * refuses a startup `options` it does not track, and a session setting would not follow the client
+ * anyway; there each search sets `jit = off` for its own transaction instead (boundedQueryOn, the
+ * dialect's transactionStatementTimeout).
+ */
+function connectionUrl(url: string, transactionPooling: boolean): string {
+  return transactionPooling ? url : withSessionOptions(url);
+}
+
 /** The pools of one server: the main one, and the searches' own once a search has run. */
 class ServerPools {
   readonly main: pg.Pool;
@@ -111,7 +139,7 @@ class ServerPools {
     /** Behind a transaction pooler (PgBouncer): nothing may outlive a transaction on a connection. */
     readonly transactionPooling: boolean,
   ) {
-    this.main = new pg.Pool({ connectionString: url, max: poolSize, types });
+    this.main = new pg.Pool({ connectionString: connectionUrl(url, transactionPooling), max: poolSize, types });
     // A client losing its connection must not crash the process: idle, the pool replaces it; checked out
     // (between the statements of a transaction), node-postgres emits 'error' on the client itself, which
     // throws without a listener; the statement after it fails and is answered.
@@ -127,7 +155,7 @@ class ServerPools {
   searches(limitMs: number): pg.Pool {
     if (this.searchPool) return this.searchPool;
     const pool = new pg.Pool({
-      connectionString: this.url,
+      connectionString: connectionUrl(this.url, this.transactionPooling),
       max: this.searchPoolSize,
       types,
       // Waiting for a connection counts against the budget too.
@@ -282,7 +310,10 @@ export class PostgresDatabase implements SqlDatabase {
 
   /** Connects to one host: true when it is what target_session_attrs asks for (for read-write: not a standby). */
   private async acceptsWrites(url: string): Promise<boolean> {
-    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: PROBE_TIMEOUT_MS });
+    const client = new pg.Client({
+      connectionString: connectionUrl(url, this.transactionPooling),
+      connectionTimeoutMillis: PROBE_TIMEOUT_MS,
+    });
     client.on('error', () => undefined);
     try {
       await client.connect();
@@ -397,9 +428,10 @@ export class PostgresDatabase implements SqlDatabase {
     let inTransaction = false;
     try {
       if (pools.transactionPooling) {
-        // One round trip: the transaction, its own statement_timeout (SET LOCAL), and its server process.
+        // One round trip: the transaction, its own statement_timeout and jit (SET LOCAL: the pooler's
+        // server connections carry no settings of ours), and its server process.
         const started = (await client.query(
-          `BEGIN READ ONLY; SELECT pg_backend_pid() AS pid, set_config('statement_timeout', '${Math.ceil(budgetLeft(budget))}', true)`,
+          `BEGIN READ ONLY; SELECT pg_backend_pid() AS pid, set_config('statement_timeout', '${Math.ceil(budgetLeft(budget))}', true), set_config('jit', 'off', true)`,
         )) as unknown as pg.QueryResult[];
         inTransaction = true;
         backend = (started[1].rows[0] as { pid: number }).pid;

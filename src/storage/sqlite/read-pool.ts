@@ -21,6 +21,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
 import { budgetLeft, BudgetExceededError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlValue } from '../sql/database.js';
+import type { ByteLru } from '../sql/byte-lru.js';
+import { preparedStatementBytes, statementCache } from './statement-cache.js';
 
 // CommonJS source run with `eval`, so the same code works from dist/ and under tsx (see checkpointer.ts).
 const WORKER_SOURCE = `
@@ -46,11 +48,12 @@ parentPort.on('message', (job) => {
     return;
   }
   try {
+    // The main thread decides what stays prepared (SqliteReadPool.dispatch: a byte-bounded LRU).
+    for (const text of job.evict) statements.delete(text);
     let statement = statements.get(job.text);
     if (!statement) {
       statement = db.prepare(job.text);
-      if (statements.size > 500) statements.clear();
-      statements.set(job.text, statement);
+      if (job.keep) statements.set(job.text, statement);
     }
     const params = job.params.map((p) => (p instanceof Uint8Array ? Buffer.from(p) : p));
     parentPort.postMessage({ id: job.id, rows: statement.all(...params) });
@@ -90,6 +93,8 @@ interface Job {
 
 interface ReadWorker {
   readonly thread: Worker;
+  /** The SQL texts the worker keeps prepared, as the main thread tells it to (statement-cache.ts). */
+  readonly statements: ByteLru<true>;
   /** The connection's sqlite3 pointer, for sqlite3_interrupt(); undefined without the extension. */
   handle: bigint | undefined;
   ready: boolean;
@@ -258,7 +263,14 @@ export class SqliteReadPool {
     });
     // Idle workers never keep the process alive.
     thread.unref();
-    const worker: ReadWorker = { thread, handle: undefined, ready: false, job: undefined, stopping: false };
+    const worker: ReadWorker = {
+      thread,
+      statements: statementCache<true>(),
+      handle: undefined,
+      ready: false,
+      job: undefined,
+      stopping: false,
+    };
     thread.on(
       'message',
       (message: {
@@ -325,7 +337,11 @@ export class SqliteReadPool {
       worker.job = job;
       // A busy worker keeps the process alive until it answers.
       worker.thread.ref();
-      worker.thread.postMessage({ id: job.id, text: job.text, params: job.params });
+      const evict = worker.statements.has(job.text)
+        ? []
+        : worker.statements.set(job.text, true, preparedStatementBytes(job.text));
+      const keep = worker.statements.get(job.text) !== undefined;
+      worker.thread.postMessage({ id: job.id, text: job.text, params: job.params, evict, keep });
     }
   }
 

@@ -6,8 +6,9 @@
 // `Reference.identifier` goes to idx_token under the parameter's extra id, for `:identifier`.
 // Chains and `_has` join these rows to the resource table on (type, id): see sql/compile.ts.
 import type { Node } from '../fhirpath/evaluate.js';
-import { and, list, or, raw, sql } from '../sql/fragment.js';
+import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
+import { keyEquals, keyIn, keyTiebreak } from '../sql/keyed.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import type { ExtractContext, MatchContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
 import { invalid } from './param-type.js';
@@ -21,7 +22,7 @@ export const referenceParam: ParamTypeHandler & {
   type: 'reference',
   table: 'idx_reference',
   modifiers: ['identifier', 'above', 'below'],
-  sort: { column: raw('t.target_id'), tiebreak: [raw('t.target_type')] },
+  sort: { column: raw('t.target_id'), tiebreak: [keyTiebreak('target_id'), raw('t.target_type')] },
 
   extract(nodes: readonly Node[], ids: ParamIds, grp, ctx: ExtractContext): void {
     for (const node of nodes) {
@@ -68,8 +69,8 @@ export const referenceParam: ParamTypeHandler & {
           const key = ctx.references.parse(value);
           if (!key || key.type !== typed)
             throw invalid(ctx.name, `${ctx.name}: "${value}" is not a ${typed} reference`);
-          conditions.push(and([sql`t.target_id = ${key.id}`, sql`t.target_type = ${key.type}`]));
-        } else conditions.push(and([sql`t.target_id = ${value}`, sql`t.target_type = ${typed}`]));
+          conditions.push(and([keyEquals('target_id', key.id), sql`t.target_type = ${key.type}`]));
+        } else conditions.push(and([keyEquals('target_id', value), sql`t.target_type = ${typed}`]));
         continue;
       }
       if (!value.includes('/') && !value.includes(':')) {
@@ -78,13 +79,11 @@ export const referenceParam: ParamTypeHandler & {
       }
       const key = ctx.references.parse(value);
       if (!key) throw invalid(ctx.name, `${ctx.name}: "${value}" is not a reference`);
-      conditions.push(and([sql`t.target_id = ${key.id}`, sql`t.target_type = ${key.type}`]));
+      conditions.push(and([keyEquals('target_id', key.id), sql`t.target_type = ${key.type}`]));
     }
     if (bareIds.length > 0) {
       // A bare id means any of the parameter's target types (ids are unique per type only).
-      const idCondition =
-        bareIds.length === 1 ? sql`t.target_id = ${bareIds[0]}` : sql`t.target_id IN ${list(bareIds)}`;
-      conditions.unshift(and([idCondition, sql`t.target_type <> ''`]));
+      conditions.unshift(and([keyIn('target_id', bareIds), sql`t.target_type <> ''`]));
     }
     return { condition: or(conditions), selectivity: 1 };
   },
@@ -96,8 +95,8 @@ export const referenceParam: ParamTypeHandler & {
         throw invalid(ctx.name, `${ctx.name}: :identifier takes system|value or value, got "${raw}"`);
       }
       return parts.length === 1
-        ? sql`t.code = ${parts[0]}`
-        : and([sql`t.code = ${parts[1]}`, sql`t.system = ${parts[0]}`]);
+        ? keyEquals('code', parts[0])
+        : and([keyEquals('code', parts[1]), keyEquals('system', parts[0])]);
     });
     return { condition: or(conditions), useExtraSp: true, table: 'idx_token', selectivity: 1 };
   },

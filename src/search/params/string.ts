@@ -6,8 +6,9 @@
 import type { Node } from '../fhirpath/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
+import { keyEquals, keyStartsWith, keyTiebreak, wholeValue } from '../sql/keyed.js';
 import { unescapeValue } from '../values/escapes.js';
-import { escapeLike, normalizeText, prefixUpperBound } from '../values/text.js';
+import { escapeLike, normalizeText } from '../values/text.js';
 import type { ExtractContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
 import { assertModifier, invalid } from './param-type.js';
 
@@ -50,7 +51,7 @@ export const stringParam: ParamTypeHandler = {
   type: 'string',
   table: 'idx_string',
   modifiers: ['exact', 'contains', 'not'],
-  sort: { column: raw('t.norm'), tiebreak: [raw('t.exact')] },
+  sort: { column: raw('t.norm'), tiebreak: [keyTiebreak('norm'), raw('t.exact')] },
 
   extract(nodes: readonly Node[], ids: ParamIds, grp: number, ctx: ExtractContext): void {
     for (const node of nodes) {
@@ -70,18 +71,13 @@ export const stringParam: ParamTypeHandler = {
       const text = unescapeValue(raw);
       const norm = normalizeText(text);
       if (norm === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
-      if (modifier === 'exact') conditions.push(and([sql`t.norm = ${norm}`, sql`t.exact = ${text}`]));
-      else if (modifier === 'not') conditions.push(sql`t.norm = ${norm}`);
+      if (modifier === 'exact') conditions.push(and([keyEquals('norm', norm), sql`t.exact = ${text}`]));
+      else if (modifier === 'not') conditions.push(keyEquals('norm', norm));
       else if (modifier === 'contains') {
-        conditions.push(sql`t.norm LIKE ${`%${escapeLike(norm)}%`} ESCAPE '\\'`);
+        conditions.push(sql`${wholeValue('norm')} LIKE ${`%${escapeLike(norm)}%`} ESCAPE '\\'`);
         selectivity = Math.max(selectivity, 5);
       } else {
-        const upper = prefixUpperBound(norm);
-        conditions.push(
-          upper === undefined
-            ? sql`t.norm LIKE ${`${escapeLike(norm)}%`} ESCAPE '\\'`
-            : and([sql`t.norm >= ${norm}`, sql`t.norm < ${upper}`]),
-        );
+        conditions.push(keyStartsWith('norm', norm));
         // One letter is broad in any data (never worth counting); from two the index count decides
         // (estimate.ts): `name=Mu` drives from ~100 rows (60 µs) where walking the Patients took 470 µs.
         if (norm.length < 2) selectivity = Math.max(selectivity, 4);

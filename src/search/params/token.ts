@@ -6,8 +6,9 @@
 // so `|code` ("no system") is an equality too.
 import type { Node } from '../fhirpath/evaluate.js';
 import type { TypeModel } from '../fhirpath/model.js';
-import { and, list, or, raw, sql } from '../sql/fragment.js';
+import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
+import { keyEquals, keyIn, keyTiebreak } from '../sql/keyed.js';
 import type { RowSink } from '../tables.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import { escapeLike, normalizeText, prefixUpperBound } from '../values/text.js';
@@ -113,7 +114,10 @@ export const tokenParam: ParamTypeHandler = {
   type: 'token',
   table: 'idx_token',
   modifiers: ['not', 'text', 'of-type', 'above', 'below', 'in', 'not-in'],
-  sort: { column: raw('t.code'), tiebreak: [raw('t.system'), raw("COALESCE(t.text, '')")] },
+  sort: {
+    column: raw('t.code'),
+    tiebreak: [keyTiebreak('code'), raw('t.system'), keyTiebreak('system'), raw("COALESCE(t.text, '')")],
+  },
 
   extract(nodes, ids, grp, ctx: ExtractContext): void {
     for (const node of nodes) addTokenRows(node, ids, grp, ctx.sink, ctx.model);
@@ -144,7 +148,7 @@ export const tokenParam: ParamTypeHandler = {
         if (parts.length !== 3 || parts[1] === '' || parts[2] === '') {
           throw invalid(ctx.name, `${ctx.name}: :of-type takes system|code|value, got "${raw}"`);
         }
-        return and([sql`t.system = ${`${parts[0]}|${parts[1]}`}`, sql`t.code = ${parts[2]}`]);
+        return and([keyEquals('system', `${parts[0]}|${parts[1]}`), keyEquals('code', parts[2])]);
       });
       return { condition: or(conditions), useExtraSp: true, selectivity: 1 };
     }
@@ -164,17 +168,16 @@ export const tokenParam: ParamTypeHandler = {
       const [system, code] = parts;
       if (system === '' && code === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
       if (code === '') {
-        conditions.push(and([sql`t.system = ${system}`, sql`t.code <> ''`]));
+        conditions.push(and([keyEquals('system', system), sql`t.code <> ''`]));
         selectivity = Math.max(selectivity, 5);
       } else {
-        conditions.push(and([sql`t.code = ${code}`, sql`t.system = ${system}`]));
+        conditions.push(and([keyEquals('code', code), keyEquals('system', system)]));
         selectivity = Math.max(selectivity, codeSelectivity(code));
       }
     }
     // Identifiers are (nearly) unique whatever they look like.
     if (/(^|[.:-])identifier(:|$)/.test(ctx.name)) selectivity = Math.min(selectivity, 1);
-    if (codesOnly.length === 1) conditions.unshift(sql`t.code = ${codesOnly[0]}`);
-    else if (codesOnly.length > 1) conditions.unshift(sql`t.code IN ${list(codesOnly)}`);
+    if (codesOnly.length > 0) conditions.unshift(keyIn('code', codesOnly));
     return {
       condition: or(conditions),
       negated: modifier === 'not',

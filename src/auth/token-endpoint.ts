@@ -219,7 +219,7 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
 
     const stateVersion = await version.read();
     const maxTtl = grantType === 'client_credentials' ? CLIENT_CREDENTIALS_TOKEN_TTL_SECONDS : undefined;
-    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokensNotBefore, maxTtl);
+    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokenGeneration, maxTtl);
     audit.event(
       'info',
       'token.issued',

@@ -2,6 +2,7 @@
 import { AppError } from '../../errors.js';
 import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId } from '../ids.js';
+import { storedResourceBody } from '../stored-content.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 
@@ -37,5 +38,9 @@ export async function readInteraction(
   ) {
     return { status: 304, ...response };
   }
-  return { status: 200, body: current.content ?? undefined, ...response };
+  return {
+    status: 200,
+    body: current.content === null ? undefined : storedResourceBody(current.content, type, id, current.versionId),
+    ...response,
+  };
 }

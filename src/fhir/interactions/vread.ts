@@ -2,6 +2,7 @@
 import { AppError } from '../../errors.js';
 import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId, parseVersionId } from '../ids.js';
+import { storedResourceBody } from '../stored-content.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 
@@ -27,7 +28,7 @@ export async function vreadInteraction(
   }
   return {
     status: 200,
-    body: version.content ?? undefined,
+    body: version.content === null ? undefined : storedResourceBody(version.content, type, id, versionId),
     versionId,
     lastModified: version.lastUpdated,
     accessed: [`${type}/${id}`],

@@ -102,6 +102,14 @@ describe.each(BACKENDS)('corrupt stored content on %s', (backend) => {
     await corrupt('Binary', id, `{"resourceType":"Binary","id":"${id}","data":"${MARKER}`);
     expectStorageError(await get(`/fhir/Binary/${id}`, 'text/plain'), 'raw Binary read');
     expectStorageError(await get(`/fhir/Binary/${id}`), 'Binary read as FHIR JSON');
+    // One whose securityContext would be read first (to decide who may read it): the same answer.
+    await corrupt(
+      'Binary',
+      id,
+      `{"resourceType":"Binary","id":"${id}","securityContext":{"reference":"Patient/${MARKER}`,
+    );
+    expectStorageError(await get(`/fhir/Binary/${id}`, 'text/plain'), 'raw Binary read with a securityContext');
+    expectStorageError(await get(`/fhir/Binary/${id}/_history/1`), 'Binary vread with a securityContext');
   });
 
   it('still serves what is intact, byte for byte', async () => {

@@ -13,7 +13,7 @@
 //   WRITER_HOLD_MS if the budget leaves more.
 import { AppError } from '../errors.js';
 import { budgetLeft, BudgetExceededError, StatementInterruptedError } from '../storage/sql/database.js';
-import type { ReadBudget, Row, SqlExecutor } from '../storage/sql/database.js';
+import type { ReadBudget, Row, SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import { performance } from 'node:perf_hooks';
 import type { StatementRunner } from './estimate.js';
 import type { Sql } from './sql/fragment.js';
@@ -63,6 +63,9 @@ export async function withTransactionRunner<T>(
 
 /** One statement bounded by `budget` on `tx` (conditional criteria): on PostgreSQL, two round trips. */
 export async function runInTransaction(tx: SqlExecutor, budget: ReadBudget, statement: Sql): Promise<Row[]> {
+  // Outside any transaction (the database itself: the importer looks conditional references up ahead),
+  // the search is an ordinary bounded read, on the read pool or the search pool.
+  if (isDatabase(tx)) return tx.boundedQuery(statement.text, statement.params, budget);
   const timeout = tx.dialect.transactionStatementTimeout;
   if (timeout === undefined) return runOnWriter(tx, budget, statement);
   const [{ previous }] = await tx.query<{ previous: string }>(timeout.set, [String(Math.ceil(budgetLeft(budget)))]);
@@ -101,4 +104,8 @@ async function runOnWriter(tx: SqlExecutor, budget: ReadBudget, statement: Sql):
     if (!(error instanceof StatementInterruptedError)) throw error;
     throw held ? new BudgetExceededError(WRITER_HOLD_MS, 'held') : new BudgetExceededError(budget.limitMs, 'deadline');
   }
+}
+
+function isDatabase(executor: SqlExecutor): executor is SqlDatabase {
+  return typeof (executor as Partial<SqlDatabase>).boundedQuery === 'function';
 }

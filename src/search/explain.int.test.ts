@@ -90,6 +90,7 @@ function planFor(env: SearchTestEnv, type: string, query: string) {
     now: Date.now(),
     strict: true,
     canSearch: () => true,
+    dialect: env.db.dialect,
   });
 }
 
@@ -142,6 +143,7 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
       now: Date.now(),
       strict: true,
       canSearch: () => true,
+      dialect: env.db.dialect,
     });
     const inCompartment = { ...compartmentCriterion(rule, 'p1', types), estimatedRows };
     return { ...plan, criteria: [inCompartment, ...plan.criteria] };
@@ -192,7 +194,7 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
         const types = everythingTypes(registry, rule, undefined, () => true);
         return planEverything(rule, 'p1', types, request, {
           catalog: env.engine.catalog,
-          plan: { references: env.engine.catalog.references, now: Date.now() },
+          plan: { references: env.engine.catalog.references, now: Date.now(), dialect: env.db.dialect },
           canRead: () => true,
         });
       },

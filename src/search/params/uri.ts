@@ -3,7 +3,7 @@
 // the value is one of the stored URI's ancestors, i.e. the stored URI is a prefix of the search value
 // at a `/` boundary (computed as an IN list of the value's prefixes).
 import type { Node } from '../fhirpath/evaluate.js';
-import { and, list, or, raw, sql } from '../sql/fragment.js';
+import { and, equalsAny, or, raw, sql } from '../sql/fragment.js';
 import { unescapeValue } from '../values/escapes.js';
 import { escapeLike, prefixUpperBound } from '../values/text.js';
 import type { ExtractContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
@@ -52,7 +52,11 @@ export const uriParam: ParamTypeHandler = {
     }
     const wanted = modifier === 'above' ? [...new Set(uris.flatMap(ancestors))] : uris;
     return {
-      condition: wanted.length === 1 ? sql`t.uri = ${wanted[0]}` : sql`t.uri IN ${list(wanted)}`,
+      condition: equalsAny(
+        ctx.dialect,
+        ['t.uri'],
+        wanted.map((uri) => [uri]),
+      ),
       selectivity: 1,
     };
   },

@@ -48,6 +48,21 @@ const SHAPES: readonly [string, string, readonly string[]][] = [
   ],
   ['Patient', 'gender=male&_has:Observation:patient:code=29463-7', ['idx_token_pk (pk=?)', 'idx_reference_pk (pk=?)']],
   ['Patient', '_id=p1', ['sqlite_autoindex_resource_1 (type=? AND id=?)']],
+  // OR lists, each bound as one parameter (Dialect.equalsAny): still one index search per value.
+  ['Patient', '_id=p1,p2,p3', ['sqlite_autoindex_resource_1 (type=? AND id=?)']],
+  ['Observation', 'code=29463-7,8302-2,1234-5', ['idx_token_value (sp=? AND code=?)']],
+  [
+    'Observation',
+    'code=http://loinc.org|29463-7,http://loinc.org|8302-2,http://loinc.org|1234-5',
+    ['idx_token_value (sp=? AND code=? AND system=?)'],
+  ],
+  ['Observation', 'subject=p1,p2,p3', ['idx_reference_value (sp=? AND target_id=?)']],
+  [
+    'Encounter',
+    'patient=Patient/p1,Patient/p2,Patient/p3',
+    ['idx_reference_value (sp=? AND target_id=? AND target_type=?)'],
+  ],
+  ['ValueSet', 'url=http://example.org/a,http://example.org/b', ['idx_uri_value (sp=? AND uri=?)']],
   [
     'Observation',
     'code-value-quantity=http://loinc.org|8480-6$gt100',

@@ -7,12 +7,15 @@
  * the one SQLite call made to be used from another thread. src/storage/sqlite/read-pool.ts loads
  * this extension into each read worker's connection (to learn its handle) and into a private
  * in-memory connection on the main thread (to interrupt a worker's connection past its deadline).
+ * src/storage/sqlite/writer-watchdog.ts does the reverse for the writer: the writer's connection, on
+ * the main thread, gives its handle to a watchdog thread, which interrupts it past an armed deadline.
  *
  * Two entry points, so that each connection gets only the function it needs:
  *   sqlite3_ambienthandle_init:    ambient_connection_handle() -> this connection's sqlite3 pointer
  *   sqlite3_ambientinterrupt_init: ambient_interrupt(handle)   -> sqlite3_interrupt(handle)
  * The main thread interrupts only handles of worker connections that are open and busy with a
- * statement it dispatched (the pool closes a worker's connection only after it stopped using it).
+ * statement it dispatched (the pool closes a worker's connection only after it stopped using it); the
+ * watchdog only the writer's, while a statement is armed (the writer is closed after the watchdog).
  */
 #include <stdint.h>
 #include <sqlite3ext.h>

@@ -1,8 +1,10 @@
 // Builds native/sqlite-interrupt.c into generated/ (part of `npm run build`, so `npm install` runs it).
 // The extension lets the SQLite search pool stop a statement at its time budget (see
-// src/storage/sqlite/read-pool.ts). It compiles against the SQLite headers better-sqlite3 ships, with
+// src/storage/sqlite/read-pool.ts), and the writer's watchdog stop a statement of the writer
+// (src/storage/sqlite/writer-watchdog.ts). It compiles against the SQLite headers better-sqlite3 ships, with
 // the C compiler better-sqlite3's own build needs. Without a compiler the server still works: searches
-// past their budget are then stopped by ending their thread, and this script says so.
+// past their budget are then stopped by ending their thread, the writer's statements are not bounded
+// (docs/storage.md), and this script says so.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -24,6 +26,6 @@ try {
   console.log(`wrote ${output}`);
 } catch (error) {
   console.warn(
-    `warning: could not build ${output} (${error.message}); searches past their time budget will be stopped by ending their thread`,
+    `warning: could not build ${output} (${error.message}); searches past their time budget will be stopped by ending their thread, and the SQLite writer's statements will not be bounded (docs/storage.md)`,
   );
 }

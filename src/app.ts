@@ -11,6 +11,7 @@ import type { R4Registry } from './definitions/registry.js';
 import { AppError } from './errors.js';
 import { createFhirServices } from './fhir/create-services.js';
 import { registerAccessLog } from './http/access-log.js';
+import { BodyBytesInFlight, registerBodyBudget } from './http/body-budget.js';
 import { registerBodyParsers } from './http/body-parsers.js';
 import { registerFhirCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
@@ -74,6 +75,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   registerAccessLog(app);
   const metrics = registerMetrics(app, config, db);
   registerBodyParsers(app);
+  registerBodyBudget(app, new BodyBytesInFlight(config.maxBodyBytesInFlight), config.maxBodyBytes);
   registerFhirCacheControl(app);
   await app.register(formbody, { bodyLimit: config.maxBodyBytes });
   if (config.corsOrigins.length > 0) {

@@ -12,6 +12,11 @@ export interface Config {
   readonly tokenTtlSeconds: number;
   readonly maxBodyBytes: number;
   /**
+   * The most request body bytes held at once across the process, from the first byte read to the
+   * response (http/body-budget.ts): past it a body is refused with 503 and Retry-After. At least maxBodyBytes.
+   */
+  readonly maxBodyBytesInFlight: number;
+  /**
    * The most bytes of stored resources one search or history page carries (at least one resource):
    * a page ends early, with its `next` link, where the next resource would not fit.
    */
@@ -364,13 +369,15 @@ function readConfig(environment: Env, options: ConfigOptions) {
   const corsRaw = (env.AMBIENT_CORS_ORIGINS ?? '').trim();
   const corsOrigins = corsRaw === '' ? [] : corsRaw.split(',').map((o) => o.trim().replace(/\/+$/, ''));
 
+  const maxBodyBytes = integer('AMBIENT_MAX_BODY_BYTES', 16 * 1024 * 1024, 1024);
   const config: Config = {
     host,
     port,
     publicUrl,
     databaseUrl,
     tokenTtlSeconds: integer('AMBIENT_TOKEN_TTL_SECONDS', 172800, 1),
-    maxBodyBytes: integer('AMBIENT_MAX_BODY_BYTES', 16 * 1024 * 1024, 1024),
+    maxBodyBytes,
+    maxBodyBytesInFlight: integer('AMBIENT_MAX_BODY_BYTES_IN_FLIGHT', 4 * maxBodyBytes, maxBodyBytes),
     maxPageBytes: integer('AMBIENT_MAX_PAGE_BYTES', 32 * 1024 * 1024, 1024),
     requestTimeoutMs: integer('AMBIENT_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000),
     redisUrl: env.REDIS_URL || undefined,

@@ -56,6 +56,8 @@ export const ERROR_CATALOG = {
   'too-many-index-rows': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'search-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'search-timeout': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
+  // A search inside a write transaction where nothing could stop it (search/transaction-runner.ts).
+  'search-not-bounded': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'response-too-large': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
@@ -71,6 +73,10 @@ export const ERROR_CATALOG = {
   'not-ready': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
   // The database was unreachable or the connection was lost (a restart, a failover): retry shortly.
   'database-unavailable': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
+  // The request bodies held at once reached AMBIENT_MAX_BODY_BYTES_IN_FLIGHT (http/body-budget.ts): retry shortly.
+  'server-busy': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
+  // Stored text that is not the resource it is stored as (fhir/stored-content.ts): never served.
+  'stored-content-corrupt': { status: 500, issueType: 'exception', oauthError: 'server_error' },
   internal: { status: 500, issueType: 'exception', oauthError: 'server_error' },
 } as const satisfies Record<string, CatalogEntry>;
 

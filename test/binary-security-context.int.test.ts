@@ -160,6 +160,26 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     expect(allowed.statusCode).toBe(201);
   });
 
+  it('versions written before the content was attached are ruled by its current context too', async () => {
+    const id = (await raw(admin, 'leaflet, later attached')).json().id as string;
+    expect((await get(binaryOnly, `/fhir/Binary/${id}/_history/1`)).statusCode).toBe(200);
+    const attach = await json(admin, 'PUT', `/fhir/Binary/${id}`, { ...binaryWith(`Patient/${patientId}`), id });
+    expect(attach.statusCode).toBe(200);
+    const v1 = await get(binaryOnly, `/fhir/Binary/${id}/_history/1`);
+    expect(v1.statusCode).toBe(403);
+    expect(v1.body).not.toContain('leaflet');
+    for (const url of [`/fhir/Binary/${id}/_history`, '/fhir/Binary/_history?_count=1000']) {
+      const history = await get(binaryOnly, url);
+      expect(history.statusCode, url).toBe(200);
+      expect(ids(history.json()), url).not.toContain(`Binary/${id}`);
+      expect(history.body, url).not.toContain(Buffer.from('leaflet, later attached').toString('base64'));
+    }
+    // A caller who may read Patients sees both versions.
+    expect((await get(patientReader, `/fhir/Binary/${id}/_history/1`)).body).toBe('leaflet, later attached');
+    const all = (await get(patientReader, `/fhir/Binary/${id}/_history`)).json();
+    expect(all.entry).toHaveLength(2);
+  });
+
   it('a conditional create that finds it answers without its content (If-None-Exist, ifNoneExist)', async () => {
     const base64 = Buffer.from(secret).toString('base64');
     const plain = await raw(binaryOnly, 'probe', {

@@ -17,8 +17,16 @@ export interface Account {
   readonly scopes: readonly string[];
   /** Requests per minute; null means no per-account limit. */
   readonly rateLimit: number | null;
-  /** Tokens issued (iat) before this time, in epoch seconds, are refused; 0 when never revoked. */
+  /**
+   * When the account's tokens were last revoked, in epoch seconds rounded up (0 when never): shown to the
+   * administrator, and the test for tokens issued before token generations existed (they carry none).
+   */
   readonly tokensNotBefore: number;
+  /**
+   * How many times the account's tokens were revoked: each token carries the generation it was issued in,
+   * and one of an earlier generation is refused (authenticator.ts). Exact where a time in seconds is not.
+   */
+  readonly tokenGeneration: number;
   /** The public keys registered for SMART Backend Services (client assertions); empty when none. */
   readonly clientKeys: readonly ClientKey[];
   readonly createdAt: string;
@@ -67,13 +75,15 @@ type AccountRow = {
   scopes: string;
   rate_limit: number | null;
   tokens_not_before: number;
+  token_generation: number;
   login_lock_epoch?: number;
   jwks: string | null;
   created_at: string;
   updated_at: string;
 };
 
-const COLUMNS = 'id, username, active, api_access, scopes, rate_limit, tokens_not_before, jwks, created_at, updated_at';
+const COLUMNS =
+  'id, username, active, api_access, scopes, rate_limit, tokens_not_before, token_generation, jwks, created_at, updated_at';
 
 export const MAX_USERNAME_LENGTH = 254;
 export const MAX_RATE_LIMIT = 1_000_000;
@@ -99,6 +109,7 @@ function toAccount(row: AccountRow): Account {
     scopes: splitScopes(row.scopes),
     rateLimit: row.rate_limit === null || Number(row.rate_limit) === 0 ? null : Number(row.rate_limit),
     tokensNotBefore: Number(row.tokens_not_before),
+    tokenGeneration: Number(row.token_generation),
     clientKeys: storedClientKeys(row.jwks),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -128,6 +139,13 @@ export function accountJson(account: Account): Record<string, unknown> {
 export async function bumpAuthState(tx: SqlExecutor): Promise<void> {
   await tx.execute('UPDATE auth_state SET version = version + 1 WHERE id = 1');
 }
+
+/**
+ * Ends every token issued until now: the next token generation (the test of every token that carries
+ * one), and the revocation time, which never moves back (shown, and the test of older tokens).
+ */
+const REVOKE_TOKENS =
+  'token_generation = token_generation + 1, tokens_not_before = CASE WHEN tokens_not_before > ? THEN tokens_not_before ELSE ? END';
 
 export interface AccountStoreOptions {
   /** Rejects scopes naming a type that R4 does not define (the CLI passes the R4 registry's test). */
@@ -194,9 +212,8 @@ export class AccountStore {
     const sets: string[] = [];
     const params: (string | number | null)[] = [];
     if (changes.password !== undefined || changes.active === false || changes.apiAccess === false) {
-      const notBefore = this.revocationTime();
-      sets.push('tokens_not_before = CASE WHEN tokens_not_before > ? THEN tokens_not_before ELSE ? END');
-      params.push(notBefore, notBefore);
+      sets.push(REVOKE_TOKENS);
+      params.push(...this.revocationParams());
     }
     if (changes.password !== undefined) {
       const problem = passwordProblem(changes.password);
@@ -233,12 +250,10 @@ export class AccountStore {
 
   /** Refuses every token issued to the account before now (from the next request on, in every process). */
   async revokeTokens(username: string): Promise<Account> {
-    const notBefore = this.revocationTime();
-    await this.change(
-      username,
-      'UPDATE account SET tokens_not_before = CASE WHEN tokens_not_before > ? THEN tokens_not_before ELSE ? END, updated_at = ? WHERE username = ?',
-      [notBefore, notBefore, new Date(this.now()).toISOString()],
-    );
+    await this.change(username, `UPDATE account SET ${REVOKE_TOKENS}, updated_at = ? WHERE username = ?`, [
+      ...this.revocationParams(),
+      new Date(this.now()).toISOString(),
+    ]);
     return this.require(username);
   }
 
@@ -307,13 +322,10 @@ export class AccountStore {
     if (changed === 0) throw notFound(username);
   }
 
-  /**
-   * The `tokens_not_before` that ends every token issued until now. Whole seconds, rounded up: a token
-   * issued earlier in this second is refused too (its iat is this second); the token endpoint issues later
-   * tokens with an iat no earlier than this (see tokens.ts).
-   */
-  private revocationTime(): number {
-    return Math.ceil(this.now() / 1000);
+  /** The parameters of REVOKE_TOKENS: the revocation time (whole seconds, rounded up), twice. */
+  private revocationParams(): [number, number] {
+    const notBefore = Math.ceil(this.now() / 1000);
+    return [notBefore, notBefore];
   }
 
   private scopes(scopes: readonly string[]): string[] {

@@ -63,8 +63,9 @@ describe.each(BACKENDS)('statements of the bearer check on %s', (backend) => {
     const unlimited = await auth.accounts.create({ username: `cost-${randomUUID()}`, password });
     const limited = await auth.accounts.create({ username: `cost-${randomUUID()}`, password, rateLimit: 1_000_000 });
     const [{ version }] = await db.query<{ version: number }>(VERSION_READ);
-    token = (await auth.tokens.issue(unlimited.id, 'system/*.cruds', Number(version))).token;
-    limitedToken = (await auth.tokens.issue(limited.id, 'system/*.cruds', Number(version))).token;
+    token = (await auth.tokens.issue(unlimited.id, 'system/*.cruds', Number(version), unlimited.tokenGeneration)).token;
+    limitedToken = (await auth.tokens.issue(limited.id, 'system/*.cruds', Number(version), limited.tokenGeneration))
+      .token;
   });
 
   afterAll(async () => {

@@ -73,6 +73,7 @@ describe('AccountCache', () => {
     scopes: [],
     rateLimit: null,
     tokensNotBefore: 0,
+    tokenGeneration: 0,
     clientKeys: [],
     createdAt: '',
     updatedAt: '',

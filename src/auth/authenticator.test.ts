@@ -10,6 +10,7 @@ const account = (changes: Partial<Account> = {}): Account => ({
   scopes: ['system/Binary.rs', 'system/Patient.r'],
   rateLimit: null,
   tokensNotBefore: 0,
+  tokenGeneration: 0,
   clientKeys: [],
   createdAt: '2026-01-01T00:00:00Z',
   updatedAt: '2026-01-01T00:00:00Z',

@@ -2,7 +2,8 @@
 //   1. the header is exactly `Bearer <JWT>` (one space, nothing else);
 //   2. the auth state version is read (one single-row query): the account cache is current after it;
 //   3. the token's signature and claims: verified once, then cached until it expires;
-//   4. the account: exists, active, has API access, and the token was issued after any revocation;
+//   4. the account: exists, active, has API access, and the token was issued after any revocation (its
+//      token generation is the account's: exact, whatever the clock says; see isRevoked);
 //   5. the account's rate limit, if it has one: one point per request; `chargeMore` takes the rest of a
 //      request that costs more (a batch or transaction Bundle: one point per entry) once its body is read.
 // Any failure in 1-4 is 401 with `WWW-Authenticate: Bearer error="invalid_token"` and does not count
@@ -89,6 +90,17 @@ export interface BearerAuthenticatorParts {
   readonly audit: AuditLog;
 }
 
+/**
+ * Was the token issued before a revocation of its account? A token carries the account's token generation
+ * at issue, and each revocation adds one to it. A token issued before generations existed carries none: it
+ * is judged by its iat against the last revocation time in whole seconds, as it was, and any revocation
+ * since generations exist ends it.
+ */
+export function isRevoked(token: VerifiedToken, account: Account): boolean {
+  if (token.generation !== undefined) return token.generation < account.tokenGeneration;
+  return token.iat < account.tokensNotBefore || account.tokenGeneration > 0;
+}
+
 /** ScopeSets of accounts, reused while the account's scopes stay the same. */
 const accountScopeSets = new WeakMap<Account, ScopeSet>();
 
@@ -118,7 +130,7 @@ export class BearerAuthenticator implements Authenticator {
     if (!account) throw this.refuse(request, 'account-deleted', token);
     if (!account.active) throw this.refuse(request, 'account-inactive', token);
     if (!account.apiAccess) throw this.refuse(request, 'no-api-access', token);
-    if (token.iat < account.tokensNotBefore) throw this.refuse(request, 'revoked', token);
+    if (isRevoked(token, account)) throw this.refuse(request, 'revoked', token);
 
     let accountScopes = accountScopeSets.get(account);
     if (!accountScopes) {

@@ -33,6 +33,14 @@ import { clientAddress, isHttps, isLoopbackAddress } from './transport.js';
 export const TOKEN_PATH = '/v1/ambient/api/auth/token';
 
 const FORM = 'application/x-www-form-urlencoded';
+
+/**
+ * The most bytes a token request may have: its fields are short (a username, a password of at most
+ * MAX_PASSWORD_LENGTH, a scope list), but for a client assertion of up to MAX_ASSERTION_LENGTH (16 KiB).
+ * Anyone may send one, before any check: a larger body is refused (413) from its Content-Length, or as
+ * it arrives, never read or parsed.
+ */
+export const TOKEN_BODY_LIMIT = MAX_ASSERTION_LENGTH + 4 * 1024;
 const INVALID_CREDENTIALS = 'Invalid username or password, or the account may not use the API';
 
 export interface TokenEndpointParts {
@@ -211,7 +219,7 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
 
     const stateVersion = await version.read();
     const maxTtl = grantType === 'client_credentials' ? CLIENT_CREDENTIALS_TOKEN_TTL_SECONDS : undefined;
-    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokensNotBefore, maxTtl);
+    const issued = await tokens.issue(account.id, scope, stateVersion, account.tokenGeneration, maxTtl);
     audit.event(
       'info',
       'token.issued',
@@ -379,6 +387,7 @@ export function registerTokenEndpoint(app: FastifyInstance, parts: TokenEndpoint
     method: 'POST',
     url: TOKEN_PATH,
     onRequest: beforeBody,
+    bodyLimit: TOKEN_BODY_LIMIT,
     schema: {
       response: {
         200: {

@@ -14,6 +14,9 @@ import type { KeyRing } from './signing-keys.js';
 
 export const TOKEN_TYPE = 'at+jwt';
 
+/** The private claim holding the account's token generation at issue (revocation, accounts.ts). */
+export const TOKEN_GENERATION_CLAIM = 'token_generation';
+
 export interface VerifiedToken {
   readonly accountId: string;
   readonly kid: string;
@@ -21,6 +24,8 @@ export interface VerifiedToken {
   readonly exp: number;
   readonly jti: string;
   readonly scopes: ScopeSet;
+  /** The account's token generation when it was issued (accounts.ts); undefined in tokens issued before generations existed. */
+  readonly generation: number | undefined;
 }
 
 export interface IssuedToken {
@@ -41,9 +46,8 @@ export class TokenRefused extends Error {
 }
 
 /**
- * How far ahead of this process's clock a token's `iat` may be: the token endpoint dates a token issued in
- * the second of a revocation at the next second (see accounts.ts), and server processes on several hosts
- * may disagree by a fraction of a second. Anything further ahead was not issued by us.
+ * How far ahead of this process's clock a token's `iat` may be: server processes on several hosts may
+ * disagree by a fraction of a second. Anything further ahead was not issued by us.
  */
 export const IAT_AHEAD_SECONDS = 2;
 
@@ -71,22 +75,22 @@ export class TokenService {
   }
 
   /**
-   * Signs a token for an account. `notBefore` (epoch seconds) is the account's revocation time: a token
-   * issued in the same second as a revocation gets that second as its iat, so it is not caught by it.
+   * Signs a token for an account. `generation` is the account's token generation as read for this token
+   * request: a revocation committed since makes the token refused from its first use.
    * `maxTtlSeconds` shortens the lifetime below the configured one (client_credentials: 300 s).
    */
   async issue(
     accountId: string,
     scope: string,
     version: number,
-    notBefore = 0,
+    generation: number,
     maxTtlSeconds = this.options.ttlSeconds,
   ): Promise<IssuedToken> {
     const { kid, privateKey } = await this.keys.signingKey(version);
-    const iat = Math.max(Math.floor(this.now() / 1000), notBefore);
+    const iat = Math.floor(this.now() / 1000);
     const exp = iat + Math.min(this.options.ttlSeconds, maxTtlSeconds);
     const jti = randomUUID();
-    const token = await new SignJWT({ scope })
+    const token = await new SignJWT({ scope, [TOKEN_GENERATION_CLAIM]: generation })
       .setProtectedHeader({ alg: SIGNING_ALGORITHM, kid, typ: TOKEN_TYPE })
       .setIssuer(this.options.issuer)
       .setAudience(this.options.audience)
@@ -146,17 +150,26 @@ export class TokenService {
           currentDate: new Date(this.now()),
         },
       );
-      const { sub, iat, exp, jti, scope } = payload as Record<string, unknown>;
+      const { sub, iat, exp, jti, scope, [TOKEN_GENERATION_CLAIM]: generation } = payload as Record<string, unknown>;
       if (
         typeof sub !== 'string' ||
         typeof iat !== 'number' ||
         typeof exp !== 'number' ||
         typeof jti !== 'string' ||
-        typeof scope !== 'string'
+        typeof scope !== 'string' ||
+        (generation !== undefined && !(Number.isSafeInteger(generation) && (generation as number) >= 0))
       ) {
         throw new TokenRefused('bad-claims');
       }
-      return { accountId: sub, kid: protectedHeader.kid!, iat, exp, jti, scopes: ScopeSet.of(scope) };
+      return {
+        accountId: sub,
+        kid: protectedHeader.kid!,
+        iat,
+        exp,
+        jti,
+        scopes: ScopeSet.of(scope),
+        generation: generation as number | undefined,
+      };
     } catch (error) {
       if (error instanceof TokenRefused) throw error;
       if (unknownKid) throw new TokenRefused('unknown-kid');

@@ -1,7 +1,7 @@
 import type { FhirAction } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { localReferences } from '../storage/link-writer.js';
-import type { FhirResource, ResourceStore } from '../storage/store.js';
+import type { FhirResource, ReplicaReads, ResourceStore } from '../storage/store.js';
 import { binaryContextReadable, securityContextType } from './binary.js';
 import type { FhirRequest } from './services.js';
 
@@ -77,4 +77,25 @@ export function requireBinaryContext(
 export async function requireBinaryChangeable(request: FhirRequest, store: ResourceStore, id: string): Promise<void> {
   const current = await store.read('Binary', id, { lock: true });
   if (current && !current.deleted && current.content) requireBinaryContext(request, current.content, 'change');
+}
+
+/**
+ * A Binary's current securityContext rules every version of it, besides each version's own: content
+ * attached to a Patient after it was written is not readable through its older versions. (A deleted
+ * Binary has no current content; then each version's own context alone decides.)
+ */
+export async function binaryVersionsReadable(
+  request: FhirRequest,
+  versions: readonly { type: string; id: string; content: string | null }[],
+  readAfter?: ReplicaReads['readAfter'],
+): Promise<(version: { type: string; id: string; content: string | null }) => boolean> {
+  const ids = [...new Set(versions.filter((v) => v.type === 'Binary').map((v) => v.id))];
+  const hidden = new Set<string>();
+  await Promise.all(
+    ids.map(async (id) => {
+      const current = await request.services.store.read('Binary', id, { readAfter });
+      if (current?.content && !mayReadBinary(request, current.content)) hidden.add(id);
+    }),
+  );
+  return (v) => v.type !== 'Binary' || (!hidden.has(v.id) && (!v.content || mayReadBinary(request, v.content)));
 }

@@ -161,6 +161,11 @@ export interface FhirRequest {
   /** In a transaction Bundle: the `Type/id` of the entries it writes (references to them need no read scope). */
   readonly bundleTargets?: ReadonlySet<string>;
   /**
+   * Inside a transaction Bundle's write transaction: the types it has written so far. Criteria that a
+   * chain or `_has` takes through one of them cannot be searched ahead (engine.ts findIdsSince).
+   */
+  readonly transactionWrites?: ReadonlySet<string>;
+  /**
    * Conditional criteria searched ahead of the write transaction, by `Type?query`
    * (fhir/conditional.ts withMatchesAhead); undefined values where the database searches them inside it.
    */

@@ -153,7 +153,8 @@ describe('LinearRegex: patterns that make a backtracking engine run away', () =>
       const expected = new RegExp(pattern).test('a'.repeat(12) + '!');
       expect(regex.exec('a'.repeat(100_000) + '!', 0, unlimited) !== null).toBe(expected);
       expect(regex.test('a'.repeat(100_000) + '!', unlimited)).toBe(expected);
-      expect(performance.now() - started).toBeLessThan(2000);
+      // Linearity is the step count above; this only catches a runaway (hours), with room for a loaded machine.
+      expect(performance.now() - started).toBeLessThan(30_000);
       // Short enough for RegExp to answer: the same match (groups can differ, see above: (a*)*$).
       const short = 'a'.repeat(12) + '!';
       expect(ours(pattern, short)?.slice(0, 2)).toEqual(theirs(pattern, short)?.slice(0, 2));

@@ -2,13 +2,17 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { binaryFromRaw, isBinaryResource, RawContent, securityContextReference } from '../fhir/binary.js';
-import { parseJsonBytes } from '../fhir/json-limits.js';
+import { JsonLimitScanner, parseJsonBytes } from '../fhir/json-limits.js';
 
-/** Strict JSON: valid UTF-8, parseable, not absurdly deep. Errors are 400s with an OperationOutcome. */
-export function parseJsonBody(body: Buffer): unknown {
-  // No body (a DELETE or GET that still names a content type) is undefined: the interaction decides.
-  return parseJsonBytes(body, 'The request body');
-}
+const REQUEST_BODY = 'The request body';
+
+/**
+ * Parameters one form body may carry (a POST _search: a search uses at most a few dozen, see
+ * search/limits.ts). Counted as the bytes arrive, so a form of a million parameters is refused at the
+ * 1,001st, before the rest is read or any of it is decoded.
+ */
+export const MAX_FORM_PARAMETERS = 1000;
+const AMPERSAND = 0x26;
 
 export const JSON_CONTENT_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
 
@@ -46,28 +50,41 @@ function assertUnencoded(request: FastifyRequest): void {
   }
 }
 
-function rawContent(request: FastifyRequest, bytes: Buffer): RawContent {
-  assertUnencoded(request);
-  return new RawContent(contentTypeOf(request), bytes);
-}
+/** A check run on each chunk of a body as it arrives; it throws (an AppError) to refuse the body there. */
+type ChunkCheck = (chunk: Buffer) => void;
 
 export function registerBodyParsers(app: FastifyInstance): void {
-  // Fastify's default JSON parser is replaced so that FHIR's media types share one strict parser.
+  // Fastify's default JSON parser is replaced so that FHIR's media types share one strict parser, which
+  // checks the JSON's depth and size as it arrives (JsonLimitScanner) and parses only what passed.
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser(
     [...JSON_CONTENT_TYPES, 'application/json-patch+json'],
-    { parseAs: 'buffer' },
-    (request: FastifyRequest, body: Buffer, done: Done) => {
+    (request: FastifyRequest, payload: Readable, done: Done) => {
+      let parse = true;
       try {
-        if (!isBinaryContentWrite(request)) return done(null, parseJsonBody(body));
-        assertUnencoded(request);
-        // To a Binary, JSON is content like any other, unless it is a Binary resource in FHIR JSON.
-        const mediaType = (contentTypeOf(request) ?? '').split(';')[0].trim().toLowerCase();
-        const parsed = JSON_CONTENT_TYPES.includes(mediaType) ? parseJsonBody(body) : undefined;
-        done(null, isBinaryResource(parsed) ? parsed : rawContent(request, body));
+        if (isBinaryContentWrite(request)) {
+          assertUnencoded(request);
+          // To a Binary, JSON is content like any other, unless it is a Binary resource in FHIR JSON.
+          const mediaType = (contentTypeOf(request) ?? '').split(';')[0].trim().toLowerCase();
+          parse = JSON_CONTENT_TYPES.includes(mediaType);
+        }
       } catch (error) {
-        done(error as Error);
+        return done(error as Error);
       }
+      const scanner = parse ? new JsonLimitScanner(REQUEST_BODY) : undefined;
+      readBounded(request, payload, request.routeOptions.bodyLimit, scanner && ((chunk) => scanner.feed(chunk))).then(
+        (bytes) => {
+          try {
+            // No body (a DELETE or GET that still names a content type) is undefined: the interaction decides.
+            const parsed = parse ? parseJsonBytes(bytes, REQUEST_BODY, { scanned: true }) : undefined;
+            if (!isBinaryContentWrite(request)) return done(null, parsed);
+            done(null, isBinaryResource(parsed) ? parsed : new RawContent(contentTypeOf(request), bytes));
+          } catch (error) {
+            done(error as Error);
+          }
+        },
+        (error: Error) => done(error),
+      );
     },
   );
 }
@@ -96,15 +113,40 @@ export function registerRawContentParsers(app: FastifyInstance, bodyLimit: numbe
   app.removeContentTypeParser('application/x-www-form-urlencoded');
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
-    { parseAs: 'buffer', bodyLimit },
-    (request: FastifyRequest, body: Buffer, done: Done) => {
+    (request: FastifyRequest, payload: Readable, done: Done) => {
+      const content = isBinaryContentWrite(request);
       try {
-        done(null, isBinaryContentWrite(request) ? rawContent(request, body) : parseForm(body));
+        if (content) assertUnencoded(request);
       } catch (error) {
-        done(error as Error);
+        return done(error as Error);
       }
+      readBounded(request, payload, bodyLimit, content ? undefined : formParameterCounter()).then(
+        (bytes) => {
+          try {
+            done(null, content ? new RawContent(contentTypeOf(request), bytes) : parseForm(bytes));
+          } catch (error) {
+            done(error as Error);
+          }
+        },
+        (error: Error) => done(error),
+      );
     },
   );
+}
+
+/** Counts a form's parameters (its `&`s) as it arrives: 413 past MAX_FORM_PARAMETERS. */
+function formParameterCounter(): ChunkCheck {
+  let parameters = 1;
+  return (chunk) => {
+    for (let at = chunk.indexOf(AMPERSAND); at >= 0; at = chunk.indexOf(AMPERSAND, at + 1)) {
+      if (++parameters > MAX_FORM_PARAMETERS) {
+        throw new AppError(
+          'payload-too-large',
+          `A form body may carry at most ${MAX_FORM_PARAMETERS} parameters (a search uses a few dozen at most)`,
+        );
+      }
+    }
+  };
 }
 
 /** name → value, or values when repeated: the shape @fastify/formbody gives the rest of the API. */
@@ -117,8 +159,11 @@ export function parseForm(body: Buffer): Record<string, string | string[]> {
   return fields;
 }
 
-/** The whole body, refused with 413 as soon as it passes `limit` (before reading, when Content-Length says so). */
-function readBounded(request: FastifyRequest, payload: Readable, limit: number): Promise<Buffer> {
+/**
+ * The whole body, refused with 413 as soon as it passes `limit` (before reading, when Content-Length says
+ * so), or as soon as `check` refuses a chunk (the rest is then never read).
+ */
+function readBounded(request: FastifyRequest, payload: Readable, limit: number, check?: ChunkCheck): Promise<Buffer> {
   const tooLarge = () => new AppError('payload-too-large', 'The request body is larger than the server accepts');
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return Promise.reject(tooLarge());
@@ -138,6 +183,13 @@ function readBounded(request: FastifyRequest, payload: Readable, limit: number):
         reject(tooLarge());
         return;
       }
+      try {
+        check?.(bytes);
+      } catch (error) {
+        cleanup();
+        reject(error as Error);
+        return;
+      }
       chunks.push(bytes);
     };
     const onEnd = () => {
@@ -148,9 +200,10 @@ function readBounded(request: FastifyRequest, payload: Readable, limit: number):
       }
       resolve(Buffer.concat(chunks, received));
     };
-    const onError = () => {
+    const onError = (error: Error) => {
       cleanup();
-      reject(new AppError('bad-request', 'The request body could not be read'));
+      // An AppError is a refusal of the stream itself (the in-flight bound, http/body-budget.ts).
+      reject(error instanceof AppError ? error : new AppError('bad-request', 'The request body could not be read'));
     };
     payload.on('data', onData);
     payload.on('end', onEnd);

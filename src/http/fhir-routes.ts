@@ -2,9 +2,10 @@
 // interaction, and writes its FhirResponse. No FHIR logic lives here.
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator, Principal } from '../auth/principal.js';
+import type { Authenticator, FhirAction, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { isExportPath } from '../export/kickoff.js';
+import { requireAccess } from '../fhir/access.js';
 import { operationNotSupported } from '../fhir/bundle-entry-request.js';
 import { parseETagVersion } from '../fhir/ids.js';
 import { capabilityStatement } from '../fhir/interactions/capabilities.js';
@@ -28,7 +29,17 @@ import { isBinaryRead, sendRead } from './binary-reply.js';
 import { registerRawContentParsers, requestResource } from './body-parsers.js';
 import { assertJsonFormat, FHIR_JSON, preferredReturn, sendFhir } from './fhir-reply.js';
 
+/**
+ * What a route's caller must be allowed, as far as the method, path and headers tell, before its body is
+ * read: every [action, type] pair is needed. The interaction checks everything again, with the body; this
+ * only keeps a body its scopes refuse from being read and parsed (docs/security.md).
+ */
+type AccessBeforeBody = (request: FastifyRequest) => readonly (readonly [FhirAction, string])[];
+
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    accessBeforeBody?: AccessBeforeBody;
+  }
   interface FastifyRequest {
     principal?: Principal;
     /** The time this request's searches may take, and the signal that the client went away. */
@@ -84,6 +95,13 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   };
   const isResourceType = (name: string) => services.types.isResourceType(name);
   registerRawContentParsers(app, services.config.maxBodyBytes);
+  /** Route options saying which access on the path's type the route needs before its body is read. */
+  const needsOnType = (...actions: FhirAction[]) => ({
+    config: {
+      accessBeforeBody: (request: FastifyRequest) =>
+        actions.map((action) => [action, (request.params as Params).type] as const),
+    },
+  });
 
   // The one place where FHIR requests are authenticated: everything under /fhir but the metadata.
   app.addHook('onRequest', async (request, reply) => {
@@ -94,6 +112,10 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     if (lacking) throw lacking;
     if (path === '/fhir/metadata' || path === '/fhir/metadata/') return;
     request.principal = await authenticator.authenticate(request, reply);
+    // onRequest runs before the body is read: an unknown type (404) or a scope that refuses the request
+    // (403) is answered without reading it.
+    const needed = request.routeOptions.config.accessBeforeBody?.(request) ?? [];
+    for (const [action, type] of needed) requireAccess(fhirRequest(request), action, knownType(type));
   });
   app.addHook('preHandler', async (request, reply) => {
     if (!request.principal) return;
@@ -200,7 +222,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     }
   };
 
-  app.post<{ Params: Params }>('/fhir/:type/_search', async (request, reply) => {
+  app.post<{ Params: Params }>('/fhir/:type/_search', needsOnType('search'), async (request, reply) => {
     assertFormBody(request);
     return sendFhir(
       request,
@@ -214,22 +236,35 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     );
   });
 
-  app.post<{ Params: Params }>('/fhir/:type', async (request, reply) =>
-    sendFhir(
-      request,
-      reply,
-      await createInteraction(
-        fhirRequest(request),
-        knownType(request.params.type),
-        requestResource(request, isResourceType),
-        {
-          ifNoneExist: header(request, 'if-none-exist'),
+  app.post<{ Params: Params }>(
+    '/fhir/:type',
+    {
+      config: {
+        // A conditional create (If-None-Exist) searches too.
+        accessBeforeBody: (request: FastifyRequest) => {
+          const type = (request.params as Params).type;
+          return header(request, 'if-none-exist') === undefined
+            ? [['create', type] as const]
+            : [['create', type] as const, ['search', type] as const];
         },
+      },
+    },
+    async (request, reply) =>
+      sendFhir(
+        request,
+        reply,
+        await createInteraction(
+          fhirRequest(request),
+          knownType(request.params.type),
+          requestResource(request, isResourceType),
+          {
+            ifNoneExist: header(request, 'if-none-exist'),
+          },
+        ),
       ),
-    ),
   );
 
-  app.put<{ Params: Params }>('/fhir/:type', async (request, reply) => {
+  app.put<{ Params: Params }>('/fhir/:type', needsOnType('update', 'search'), async (request, reply) => {
     return sendFhir(
       request,
       reply,
@@ -274,7 +309,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     );
   });
 
-  app.put<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
+  app.put<{ Params: Params }>('/fhir/:type/:id', needsOnType('update'), async (request, reply) => {
     return sendFhir(
       request,
       reply,
@@ -289,7 +324,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     );
   });
 
-  app.patch<{ Params: Params }>('/fhir/:type/:id', async (request, reply) => {
+  app.patch<{ Params: Params }>('/fhir/:type/:id', needsOnType('update'), async (request, reply) => {
     return sendFhir(
       request,
       reply,
@@ -304,7 +339,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     );
   });
 
-  app.post<{ Params: Params }>('/fhir/:type/$validate', async (request, reply) =>
+  app.post<{ Params: Params }>('/fhir/:type/$validate', needsOnType('read'), async (request, reply) =>
     sendFhir(
       request,
       reply,
@@ -312,7 +347,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     ),
   );
 
-  app.post<{ Params: Params }>('/fhir/:type/:id/$validate', async (request, reply) =>
+  app.post<{ Params: Params }>('/fhir/:type/:id/$validate', needsOnType('read'), async (request, reply) =>
     sendFhir(
       request,
       reply,
@@ -371,7 +406,17 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
   };
   app.get('/fhir/:type/:id/:member', compartmentSearch);
   app.post('/fhir/:type/:id/_search', compartmentSearch);
-  app.post('/fhir/:type/:id/:member/_search', compartmentSearch);
+  app.post(
+    '/fhir/:type/:id/:member/_search',
+    {
+      config: {
+        accessBeforeBody: (request: FastifyRequest) => [
+          ['search', (request.params as { member: string }).member] as const,
+        ],
+      },
+    },
+    compartmentSearch,
+  );
 
   app.get<{ Params: Params }>('/fhir/:type/:id/_history/:vid', async (request, reply) =>
     sendRead(

@@ -28,7 +28,7 @@ import type { SearchRequest } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan, PlannedCriterion } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
-import { transactionRunner } from './transaction-runner.js';
+import { runInTransaction, withTransactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from '../fhir/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
@@ -122,7 +122,9 @@ function tooCostly(error: unknown): never {
       'search-timeout',
       error.reason === 'deadline'
         ? `The search did not finish within its time budget of ${error.limitMs} ms (AMBIENT_SEARCH_TIMEOUT_MS) and was stopped; narrow it with more selective parameters`
-        : 'The search was stopped: the client went away',
+        : error.reason === 'held'
+          ? `The search runs inside the write transaction, where it may take ${error.limitMs} ms at most, and was stopped there; narrow it with more selective parameters, or write the resources it depends on in an earlier request`
+          : 'The search was stopped: the client went away',
     );
   }
   throw error;
@@ -229,13 +231,17 @@ export function createSearchEngine(
     executor: SqlExecutor | undefined,
   ): Promise<FhirResponse> {
     const budget = searchBudget(request, config.searchTimeoutMs);
-    // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
-    // bounded read, away from the writer.
-    const run: StatementRunner = executor
-      ? transactionRunner(executor, budget)
-      : (statement: Sql) => db.boundedQuery(statement.text, statement.params, budget);
     try {
-      const secret = await cursorSecret(executor ?? db);
+      // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
+      // bounded read, away from the writer.
+      if (executor) return await withTransactionRunner(executor, budget, (run) => runStatements(run, executor));
+      return await runStatements((statement: Sql) => db.boundedQuery(statement.text, statement.params, budget), db);
+    } catch (error) {
+      tooCostly(error);
+    }
+
+    async function runStatements(run: StatementRunner, secretFrom: SqlExecutor): Promise<FhirResponse> {
+      const secret = await cursorSecret(secretFrom);
       const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
       const estimated = await estimate(plan, run);
       const compiled = compileSearchStatements(estimated, db.dialect, {
@@ -246,7 +252,7 @@ export function createSearchEngine(
         backwards: cursor?.backwards,
         maxPageBytes: config.maxPageBytes,
       });
-      return await executeSearch(
+      return executeSearch(
         {
           run,
           dialect: db.dialect,
@@ -262,8 +268,6 @@ export function createSearchEngine(
         compiled,
         cursor,
       );
-    } catch (error) {
-      tooCostly(error);
     }
   }
 
@@ -355,11 +359,13 @@ export function createSearchEngine(
     const plan = planCriteria(request, type, query);
     const { limit, ahead } = options;
     const budget = searchBudget(request, config.searchTimeoutMs);
-    try {
-      if (ahead) return await findIdsSince(executor, plan, ahead);
-      const statement = compileMatches(plan, executor.dialect, 'id', limit);
-      const rows = await transactionRunner(executor, budget)(statement);
+    const inTransaction = async () => {
+      const rows = await runInTransaction(executor, budget, compileMatches(plan, executor.dialect, 'id', limit));
       return rows.map((r) => r.id as string);
+    };
+    try {
+      if (ahead) return await findIdsSince(executor, plan, ahead, budget, request.transactionWrites, inTransaction);
+      return await inTransaction();
     } catch (error) {
       tooCostly(error);
     }
@@ -372,23 +378,37 @@ export function createSearchEngine(
    * each. Exact unless a resource a chain or `_has` passes through changed (the criteria of an unchanged
    * resource then changed too), too many were written to check cheaply, or the earlier matches were cut
    * at the limit and one of them no longer matches: then StaleMatchesError, and they are searched ahead again.
+   * Where the resources a chain or `_has` passes through are of a type this transaction wrote itself
+   * (`ownWrites`), searching ahead again would never see them: the criteria are searched `inTransaction`.
    */
-  async function findIdsSince(executor: SqlExecutor, plan: Plan, ahead: MatchesAhead): Promise<string[]> {
+  async function findIdsSince(
+    executor: SqlExecutor,
+    plan: Plan,
+    ahead: MatchesAhead,
+    budget: ReadBudget,
+    ownWrites: ReadonlySet<string> | undefined,
+    inTransaction: () => Promise<string[]>,
+  ): Promise<string[]> {
     const written = await executor.query<{ pk: number; type: string }>(
       'SELECT DISTINCT pk, type FROM resource_history WHERE seq > ? LIMIT ?',
       [ahead.seq, MAX_WRITTEN_SINCE + 1],
     );
     const joined = joinedTypes(plan.criteria);
-    if (written.length > MAX_WRITTEN_SINCE || written.some((row) => joined.has(row.type))) {
-      throw new StaleMatchesError();
-    }
+    const writtenJoined = written.filter((row) => joined.has(row.type));
+    if (writtenJoined.some((row) => ownWrites?.has(row.type))) return inTransaction();
+    if (written.length > MAX_WRITTEN_SINCE || writtenJoined.length > 0) throw new StaleMatchesError();
     const candidates = new Set(ahead.pks);
     for (const row of written) if (plan.types.includes(row.type)) candidates.add(Number(row.pk));
     if (candidates.size === 0) return [];
     const statement = compileMatchesAmong(plan, executor.dialect, [...candidates], ahead.limit);
-    const rows = await executor.query<{ pk: number; id: string }>(statement.text, statement.params);
+    // The candidates can be large resources (many index rows each): bounded like criteria searched in the
+    // transaction where the database can stop it; without the SQLite extension it runs as before.
+    const bounded = executor.dialect.transactionStatementTimeout !== undefined || executor.queryUntil !== undefined;
+    const rows = bounded
+      ? await runInTransaction(executor, budget, statement)
+      : await executor.query(statement.text, statement.params);
     if (ahead.pks.length >= ahead.limit && rows.length < ahead.limit) throw new StaleMatchesError();
-    return rows.map((row) => row.id);
+    return rows.map((row) => row.id as string);
   }
 
   return {

@@ -63,6 +63,7 @@ const SHAPES: readonly [string, string, readonly string[]][] = [
     ['idx_reference_value (sp=? AND target_id=? AND target_type=?)'],
   ],
   ['ValueSet', 'url=http://example.org/a,http://example.org/b', ['idx_uri_value (sp=? AND uri=?)']],
+  ['Patient', 'name:exact=Smith,Jones', ['idx_string_value (sp=? AND norm=?)']],
   [
     'Observation',
     'code-value-quantity=http://loinc.org|8480-6$gt100',

@@ -10,7 +10,7 @@ import type { NewResourceRows } from '../storage/sql/dialect.js';
 import type { FhirResource, IndexWriter } from '../storage/store.js';
 import type { SearchCatalog } from './catalog.js';
 import type { IndexTable } from './tables.js';
-import { INDEX_TABLES, TABLE_NAMES } from './tables.js';
+import { storedColumns, storedPgTypes, storedRow, TABLE_NAMES } from './tables.js';
 
 export class SearchIndexWriter implements IndexWriter {
   constructor(private readonly catalog: SearchCatalog) {}
@@ -27,9 +27,9 @@ export class SearchIndexWriter implements IndexWriter {
     return [...sink.rows].map(([table, rows]) => ({
       table,
       pkColumn: 'pk',
-      columns: ['sp', 'grp', ...INDEX_TABLES[table].columns],
-      pgTypes: INDEX_TABLES[table].pgTypes.slice(1),
-      rows,
+      columns: ['sp', 'grp', ...storedColumns(table)],
+      pgTypes: storedPgTypes(table).slice(1),
+      rows: rows.map((row) => storedRow(table, row)),
     }));
   }
 
@@ -64,13 +64,13 @@ export class SearchIndexWriter implements IndexWriter {
       for (const [table, tableRows] of sink.rows) {
         let list = rows.get(table);
         if (!list) rows.set(table, (list = []));
-        for (const row of tableRows) list.push([pk, ...row]);
+        for (const row of tableRows) list.push([pk, ...storedRow(table, row)]);
       }
     }
     const inserts = [...rows].map(([table, tableRows]) => ({
       table,
-      columns: ['pk', 'sp', 'grp', ...INDEX_TABLES[table].columns],
-      pgTypes: INDEX_TABLES[table].pgTypes,
+      columns: ['pk', 'sp', 'grp', ...storedColumns(table)],
+      pgTypes: storedPgTypes(table),
       rows: tableRows,
     }));
     for (const statement of tx.dialect.insertRows(inserts)) await tx.execute(statement.sql, statement.params);

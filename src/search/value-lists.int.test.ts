@@ -11,6 +11,10 @@ type Bundle = { total?: number; entry?: { resource: { resourceType: string; id: 
 
 /** Codes an array literal or a JSON array could misread, each stored on an Observation of its own. */
 const AWKWARD = ['a"b', 'c\\d', '{e}', 'NULL', 'f,g', '["h"]', 'i j', 'ü€😀', "k'l", 'm|n'];
+/** Codes around an index key's length (tables.ts INDEX_KEY_LENGTH, 256): one exactly that long, two longer with its key. */
+const KEY = 'K'.repeat(255) + 'ü';
+const LONG = [KEY, `${KEY}tail`, `${KEY}other`];
+const ALL = [...AWKWARD, ...LONG];
 /** How a code is written in a search value: `\`, `,`, `|` and `$` escaped (FHIR search escaping). */
 const escaped = (code: string) => code.replace(/[\\,|$]/g, (c) => `\\${c}`);
 
@@ -48,8 +52,11 @@ describe.each(BACKENDS)('OR lists bound as one parameter on %s', (backend) => {
     t = await startTestApp(backend);
     writer = { authorization: `Bearer ${await t.token('system/Observation.c system/Patient.c')}` };
     reader = { authorization: `Bearer ${await t.token('system/Observation.s system/Patient.s')}` };
-    patients = [await create({ resourceType: 'Patient' }), await create({ resourceType: 'Patient' })];
-    for (const [i, code] of AWKWARD.entries()) {
+    patients = [
+      await create({ resourceType: 'Patient', name: [{ family: 'Ängel' }] }),
+      await create({ resourceType: 'Patient', name: [{ family: 'angel' }] }),
+    ];
+    for (const [i, code] of ALL.entries()) {
       byCode.set(
         code,
         await create({
@@ -82,14 +89,38 @@ describe.each(BACKENDS)('OR lists bound as one parameter on %s', (backend) => {
     // `system|` (any code of the system), several of them.
     const systems = await search('Observation', `code=${encodeURIComponent('http://s/1|,http://none|')}`);
     expect(systems).toEqual(
-      AWKWARD.filter((_, i) => i % 2 === 1)
+      ALL.filter((_, i) => i % 2 === 1)
         .map((code) => `Observation/${byCode.get(code)}`)
         .sort(),
     );
   });
 
+  it('matches codes longer than an index key by their whole value, in lists', async () => {
+    const id = (code: string) => `Observation/${byCode.get(code)}`;
+    const system = (code: string) => `http://s/${ALL.indexOf(code) % 2}`;
+    const wanted = [LONG[0], LONG[1]];
+    const bare = [...decoys(300, `${KEY}x`), ...wanted, 'a"b'].join(',');
+    expect(await search('Observation', `code=${encodeURIComponent(bare)}`)).toEqual(
+      [...wanted.map(id), id('a"b')].sort(),
+    );
+    const pairs = [...decoys(300, `http://s/0|${KEY}`), ...wanted.map((code) => `${system(code)}|${code}`)].join(',');
+    expect(await search('Observation', `code=${encodeURIComponent(pairs)}`)).toEqual(wanted.map(id).sort());
+  });
+
+  it('matches :exact and :not lists of strings', async () => {
+    const exact = [...decoys(300, 'Ängel'), 'Ängel'].join(',');
+    expect(await search('Patient', `name:exact=${encodeURIComponent(exact)}`)).toEqual([`Patient/${patients[0]}`]);
+    // :not compares normalised text: `angel` is `Ängel` too, so neither Patient is left.
+    expect(
+      await search('Patient', `family:not=${encodeURIComponent([...decoys(300, 'z'), 'ANGEL'].join(','))}`),
+    ).toEqual([]);
+    expect(await search('Patient', `family:not=${decoys(300, 'z').join(',')}`)).toEqual(
+      patients.map((p) => `Patient/${p}`).sort(),
+    );
+  });
+
   it('matches reference ids, typed references and _id lists among decoys', async () => {
-    const ofFirst = AWKWARD.filter((_, i) => i % 2 === 0)
+    const ofFirst = ALL.filter((_, i) => i % 2 === 0)
       .map((code) => `Observation/${byCode.get(code)}`)
       .sort();
     const all = [...byCode.values()].map((id) => `Observation/${id}`).sort();

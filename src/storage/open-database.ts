@@ -13,6 +13,8 @@ export function openDatabase(
     replicaMaxLagMs?: number;
     /** The process loads data in large transactions (`import`). */
     bulkLoad?: boolean;
+    /** SQLite: a write transaction's statement running longer is stopped (sqlite-database.ts). */
+    requestTimeoutMs?: number;
   } = {},
 ): SqlDatabase {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
@@ -26,5 +28,6 @@ export function openDatabase(
     synchronous: options.sqliteSynchronous,
     readWorkers: options.searchWorkers,
     bulkLoad: options.bulkLoad,
+    writeStatementLimitMs: options.requestTimeoutMs,
   });
 }

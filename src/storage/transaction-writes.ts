@@ -35,7 +35,18 @@ export class TransactionWrites implements SqlExecutor {
   private held: NewResource[] = [];
   private writing: Promise<void> | undefined;
 
-  constructor(private readonly tx: SqlExecutor) {}
+  /** The transaction's own, where it has one (a search bounded on SQLite's writer), after the held creates. */
+  readonly queryUntil: SqlExecutor['queryUntil'];
+
+  constructor(private readonly tx: SqlExecutor) {
+    const queryUntil = tx.queryUntil;
+    if (queryUntil) {
+      this.queryUntil = async <T>(sql: string, params: readonly SqlValue[], deadline: number) => {
+        await this.flush();
+        return queryUntil<T>(sql, params, deadline);
+      };
+    }
+  }
 
   get dialect() {
     return this.tx.dialect;

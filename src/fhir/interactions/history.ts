@@ -1,7 +1,7 @@
 // https://hl7.org/fhir/R4/http.html#history
 import { AppError } from '../../errors.js';
 import type { HistoryCursor, StoredVersion } from '../../storage/store.js';
-import { mayReadBinary, requireAccess } from '../access.js';
+import { binaryVersionsReadable, requireAccess } from '../access.js';
 import { bundleJson } from '../bundle.js';
 import type { BundleEntry, BundleLink } from '../bundle.js';
 import { assertValidId } from '../ids.js';
@@ -82,8 +82,9 @@ export async function historyInteraction(
     { relation: 'first', url: linkFor() },
   ];
   if (page.next) link.push({ relation: 'next', url: linkFor(page.next) });
-  // A Binary version whose securityContext the caller may not read is left out (the page may come short).
-  const versions = page.versions.filter((v) => v.type !== 'Binary' || !v.content || mayReadBinary(request, v.content));
+  // A Binary version whose securityContext (its own or its Binary's current one) the caller may not read
+  // is left out (the page may come short).
+  const versions = page.versions.filter(await binaryVersionsReadable(request, page.versions, readAfter));
   return {
     status: 200,
     body: bundleJson({ type: 'history', link, entries: versions.map((v) => historyEntry(request, v)) }),

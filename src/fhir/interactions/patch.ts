@@ -1,11 +1,12 @@
 // https://hl7.org/fhir/R4/http.html#patch (JSON Patch and FHIRPath Patch)
 import { AppError } from '../../errors.js';
+import type { ErrorCode } from '../../errors.js';
 import type { FhirResource } from '../../storage/store.js';
 import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId } from '../ids.js';
 import { jsonDepth, MAX_JSON_DEPTH } from '../json-limits.js';
 import { applyFhirPathPatch } from '../patch/fhirpath-patch.js';
-import { applyJsonPatch } from '../patch/json-patch.js';
+import { applyJsonPatch, assertJsonPatch } from '../patch/json-patch.js';
 import { acceptResource } from '../resource-input.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
@@ -28,6 +29,9 @@ export async function patchInteraction(
   // `add`, `remove` and `replace` only write; the answer then carries no resource without `r`.
   if (patchReads(format, patch)) requireAccess(request, 'read', type);
   assertValidId(id);
+  // What is wrong with the patch itself is said before the resource is read: it tells nothing of it.
+  if (format === 'json-patch') assertJsonPatch(patch);
+  const mayRead = request.principal.canFhir('read', type);
   // Read, patch and write under one row lock: a concurrent update waits rather than being overwritten.
   return request.services.store.transaction(async (store) => {
     const current = await store.read(type, id, { lock: true });
@@ -42,17 +46,48 @@ export async function patchInteraction(
       );
     }
     const base = JSON.parse(current.content) as FhirResource;
-    const { maxBodyBytes } = request.services.config;
-    const patched =
-      format === 'json-patch' ? applyJsonPatch(base, patch, maxBodyBytes) : applyFhirPathPatch(base, patch);
-    if (!patched || typeof patched !== 'object' || patched.resourceType !== type || patched.id !== id) {
-      throw new AppError('patch-failed', 'A patch must not change the resource type or id');
+    try {
+      const { maxBodyBytes } = request.services.config;
+      const patched =
+        format === 'json-patch' ? applyJsonPatch(base, patch, maxBodyBytes) : applyFhirPathPatch(base, patch);
+      if (!patched || typeof patched !== 'object' || patched.resourceType !== type || patched.id !== id) {
+        throw new AppError('patch-failed', 'A patch must not change the resource type or id');
+      }
+      assertWithinBodyLimits(patched, maxBodyBytes);
+      const resource = acceptResource(request, type, patched, id);
+      const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
+      return writeResponse(request, stored, 200);
+    } catch (error) {
+      if (mayRead || !(error instanceof AppError) || !CONTENT_REFUSALS.has(error.code)) throw error;
+      throw patchRefusedWithoutRead(type, id);
     }
-    assertWithinBodyLimits(patched, maxBodyBytes);
-    const resource = acceptResource(request, type, patched, id);
-    const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
-    return writeResponse(request, stored, 200);
   });
+}
+
+/**
+ * The refusals whose reason depends on what the stored resource holds: a path that is not there (or
+ * runs into a primitive, whose value the message would quote), a result that breaks R4's rules (whose
+ * issues name the elements it has), or one too large.
+ */
+const CONTENT_REFUSALS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'patch-failed',
+  'invalid-resource',
+  'invalid-resource-standard',
+  'invariant-violated-standard',
+  'too-many-index-rows',
+]);
+
+/**
+ * The one answer to a caller without `r` whose patch cannot be applied, whatever the reason: any reason
+ * would tell which elements the resource has, or their values, to a caller who may not read it. Whether
+ * the patch applied or not is all it learns (see docs/api.md).
+ */
+function patchRefusedWithoutRead(type: string, id: string): AppError {
+  return new AppError(
+    'patch-failed',
+    `The patch cannot be applied to ${type}/${id}, and nothing was changed. The reason is told only to a caller ` +
+      `who may read ${type} (system/${type}.r): it would tell what the resource holds.`,
+  );
 }
 
 /** Does applying the patch read the stored resource (beyond finding the paths it writes)? */

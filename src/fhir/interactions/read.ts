@@ -2,6 +2,7 @@
 import { AppError } from '../../errors.js';
 import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId } from '../ids.js';
+import { storedResourceBody } from '../stored-content.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 
@@ -27,7 +28,12 @@ export async function readInteraction(
       headers: { ETag: `W/"${current.versionId}"` },
     });
   }
-  if (type === 'Binary' && current.content) requireBinaryContext(request, current.content, 'read');
+  // A Binary's content says who may read it (a 304 too tells that it exists): checked, and parsed once, first.
+  const binary =
+    type === 'Binary' && current.content !== null
+      ? storedResourceBody(current.content, type, id, current.versionId)
+      : undefined;
+  if (binary !== undefined) requireBinaryContext(request, binary, 'read');
   const response = { versionId: current.versionId, lastModified: current.lastUpdated, accessed: [`${type}/${id}`] };
   if (conditions.ifNoneMatch === current.versionId) return { status: 304, ...response };
   // HTTP dates have whole seconds: compare at that precision.
@@ -37,5 +43,11 @@ export async function readInteraction(
   ) {
     return { status: 304, ...response };
   }
-  return { status: 200, body: current.content ?? undefined, ...response };
+  return {
+    status: 200,
+    body:
+      binary ??
+      (current.content === null ? undefined : storedResourceBody(current.content, type, id, current.versionId)),
+    ...response,
+  };
 }

@@ -77,7 +77,12 @@ async function transactionInteraction(
       const planned: PlannedEntry[] = parsed.map((entry) => ({ ...entry }));
       const storeRequest: FhirRequest = { ...request, services: { ...request.services, store } };
       const idsByFullUrl = await assignIdentities(storeRequest, tx, planned, label, options.newId);
-      const txRequest: FhirRequest = { ...storeRequest, bundleTargets: new Set(idsByFullUrl.values()) };
+      const written = new Set<string>();
+      const txRequest: FhirRequest = {
+        ...storeRequest,
+        bundleTargets: new Set(idsByFullUrl.values()),
+        transactionWrites: written,
+      };
       const rewritten = await resolveReferences(txRequest, tx, planned, idsByFullUrl, label);
       const answers: Answers = { entries: new Array<BundleEntry>(planned.length), accessed: [] };
       await store.readAhead(
@@ -86,7 +91,7 @@ async function transactionInteraction(
       // The rewritten resources are validated ahead, together, where the services can.
       const forget = rewritten.length > 0 ? await request.services.prevalidate?.(rewritten) : undefined;
       try {
-        await performWrites(txRequest, planned, answers, options, label);
+        await performWrites(txRequest, planned, answers, options, label, written);
         const inside = reads.filter((entry) => !afterCommit.includes(entry));
         await performReads(txRequest, tx, inside, answers, options, label, bytes);
       } finally {
@@ -163,6 +168,7 @@ async function performWrites(
   answers: Answers,
   options: BundleOptions,
   label: (index: number) => string,
+  written: Set<string>,
 ): Promise<void> {
   const order = planned
     .filter((entry) => processingRank(entry.action) < READS)
@@ -174,6 +180,7 @@ async function performWrites(
         continue;
       }
       const response = await performEntry(request, entry);
+      if ('type' in entry.action) written.add(entry.action.type);
       answers.accessed.push(...(response.accessed ?? []));
       answers.entries[entry.index] = responseEntry(request, response, options);
     } catch (error) {

@@ -2,6 +2,7 @@
 import { AppError } from '../../errors.js';
 import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId, parseVersionId } from '../ids.js';
+import { storedResourceBody } from '../stored-content.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 
@@ -19,10 +20,16 @@ export async function vreadInteraction(
   if (version.operation === 'delete') {
     throw new AppError('resource-deleted', `Version ${versionId} of ${type}/${id} is its deletion`);
   }
-  if (type === 'Binary' && version.content) requireBinaryContext(request, version.content, 'read');
+  const body = version.content === null ? undefined : storedResourceBody(version.content, type, id, versionId);
+  if (type === 'Binary' && body !== undefined) {
+    requireBinaryContext(request, body, 'read');
+    // The Binary's current securityContext rules its older versions too.
+    const current = await request.services.store.read(type, id, { readAfter: request.budget?.readAfter });
+    if (current?.content) requireBinaryContext(request, current.content, 'read');
+  }
   return {
     status: 200,
-    body: version.content ?? undefined,
+    body,
     versionId,
     lastModified: version.lastUpdated,
     accessed: [`${type}/${id}`],

@@ -5,7 +5,8 @@ import { AppError } from '../../errors.js';
 
 const OPS = new Set(['add', 'remove', 'replace', 'move', 'copy', 'test']);
 
-function assertOperations(patch: unknown): asserts patch is Operation[] {
+/** Refuses (400) a body that is no JSON Patch: its shape alone, before any resource is read. */
+export function assertJsonPatch(patch: unknown): asserts patch is Operation[] {
   if (!Array.isArray(patch)) throw new AppError('bad-request', 'A JSON Patch body must be an array of operations');
   patch.forEach((op, i) => {
     const o = op as Record<string, unknown>;
@@ -42,7 +43,7 @@ function valueAt(doc: unknown, pointer: string): unknown {
  * checks the size and depth of the result.
  */
 export function applyJsonPatch<T>(resource: T, patch: unknown, maxBytes = Infinity): T {
-  assertOperations(patch);
+  assertJsonPatch(patch);
   let copied = 0;
   const copy = structuredClone(resource);
   // rfc6902 patches objects in place; wrapping lets an operation on "" replace the whole document.

@@ -6,6 +6,7 @@
 // `value|system|code` the exact unit, or, when it is valid UCUM, the canonical rows. Prefixes as number.ts.
 import type { Node } from '../fhirpath/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
+import { keyEquals, keyTiebreak } from '../sql/keyed.js';
 import { CANONICAL_SYSTEM } from '../tables.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import { canonicalUnit, toCanonicalValue, UCUM_SYSTEM } from '../values/ucum.js';
@@ -30,7 +31,7 @@ export const quantityParam: ParamTypeHandler = {
   // Sorted on the values as written (the canonical rows would mix units with them).
   sort: {
     column: raw('t.lo'),
-    tiebreak: [raw('t.hi'), raw('t.system'), raw('t.code')],
+    tiebreak: [raw('t.hi'), raw('t.system'), keyTiebreak('system'), raw('t.code'), keyTiebreak('code')],
     filter: sql`t.system <> ${CANONICAL_SYSTEM}`,
   },
 
@@ -88,15 +89,15 @@ export const quantityParam: ParamTypeHandler = {
           };
           return and([
             sql`t.system = ${CANONICAL_SYSTEM}`,
-            sql`t.code = ${canonical.code}`,
+            keyEquals('code', canonical.code),
             numberCondition(prefix, scaled, raw('t.lo'), raw('t.hi')),
           ]);
         }
       }
       const unitCondition =
         system === ''
-          ? and([sql`t.code = ${code}`, sql`t.system <> ${CANONICAL_SYSTEM}`])
-          : and([sql`t.system = ${system}`, sql`t.code = ${code}`]);
+          ? and([keyEquals('code', code), sql`t.system <> ${CANONICAL_SYSTEM}`])
+          : and([keyEquals('system', system), keyEquals('code', code)]);
       return and([unitCondition, numberCondition(prefix, number, raw('t.lo'), raw('t.hi'))]);
     });
     return { condition: or(conditions), rangeValues: values.length, selectivity };

@@ -6,7 +6,9 @@
 // `Reference.identifier` goes to idx_token under the parameter's extra id, for `:identifier`.
 // Chains and `_has` join these rows to the resource table on (type, id): see sql/compile.ts.
 import type { Node } from '../fhirpath/evaluate.js';
-import { and, equalsAny, or, raw, sql } from '../sql/fragment.js';
+import { and, or, raw, sql } from '../sql/fragment.js';
+import type { Sql } from '../sql/fragment.js';
+import { keyIn, keyTiebreak } from '../sql/keyed.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import type { ExtractContext, MatchContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
 import { invalid } from './param-type.js';
@@ -20,7 +22,7 @@ export const referenceParam: ParamTypeHandler & {
   type: 'reference',
   table: 'idx_reference',
   modifiers: ['identifier', 'above', 'below'],
-  sort: { column: raw('t.target_id'), tiebreak: [raw('t.target_type')] },
+  sort: { column: raw('t.target_id'), tiebreak: [keyTiebreak('target_id'), raw('t.target_type')] },
 
   extract(nodes: readonly Node[], ids: ParamIds, grp, ctx: ExtractContext): void {
     for (const node of nodes) {
@@ -79,17 +81,17 @@ export const referenceParam: ParamTypeHandler & {
       if (!key) throw invalid(ctx.name, `${ctx.name}: "${value}" is not a reference`);
       keys.push([key.id, key.type]);
     }
-    const conditions = [];
+    const conditions: Sql[] = [];
     if (bareIds.length > 0) {
       // A bare id means any of the parameter's target types (ids are unique per type only).
-      const ids = equalsAny(
+      const ids = keyIn(
         ctx.dialect,
-        ['t.target_id'],
+        ['target_id'],
         bareIds.map((id) => [id]),
       );
       conditions.push(and([ids, sql`t.target_type <> ''`]));
     }
-    if (keys.length > 0) conditions.push(equalsAny(ctx.dialect, ['t.target_id', 't.target_type'], keys));
+    if (keys.length > 0) conditions.push(keyIn(ctx.dialect, ['target_id', 'target_type'], keys, ['target_type']));
     return { condition: or(conditions), selectivity: 1 };
   },
 

@@ -4,10 +4,11 @@
 // removed): default = starts with (an index range), `:exact` = `exact` equal, `:contains` = substring,
 // and SPEC.md's `:not` = no value equals the text (ignoring case and accents; no value at all matches).
 import type { Node } from '../fhirpath/evaluate.js';
-import { and, or, raw, sql } from '../sql/fragment.js';
+import { or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
+import { keyIn, keyStartsWith, keyTiebreak, wholeValue } from '../sql/keyed.js';
 import { unescapeValue } from '../values/escapes.js';
-import { escapeLike, normalizeText, prefixUpperBound } from '../values/text.js';
+import { escapeLike, normalizeText } from '../values/text.js';
 import type { ExtractContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
 import { assertModifier, invalid } from './param-type.js';
 
@@ -50,7 +51,7 @@ export const stringParam: ParamTypeHandler = {
   type: 'string',
   table: 'idx_string',
   modifiers: ['exact', 'contains', 'not'],
-  sort: { column: raw('t.norm'), tiebreak: [raw('t.exact')] },
+  sort: { column: raw('t.norm'), tiebreak: [keyTiebreak('norm'), raw('t.exact')] },
 
   extract(nodes: readonly Node[], ids: ParamIds, grp: number, ctx: ExtractContext): void {
     for (const node of nodes) {
@@ -65,27 +66,34 @@ export const stringParam: ParamTypeHandler = {
   match(values, modifier, ctx): RowMatch {
     assertModifier(this, ctx.name, modifier);
     const conditions: Sql[] = [];
+    const equal: [string, string][] = [];
     let selectivity = 2;
     for (const raw of values) {
       const text = unescapeValue(raw);
       const norm = normalizeText(text);
       if (norm === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
-      if (modifier === 'exact') conditions.push(and([sql`t.norm = ${norm}`, sql`t.exact = ${text}`]));
-      else if (modifier === 'not') conditions.push(sql`t.norm = ${norm}`);
+      if (modifier === 'exact') equal.push([norm, text]);
+      else if (modifier === 'not') equal.push([norm, text]);
       else if (modifier === 'contains') {
-        conditions.push(sql`t.norm LIKE ${`%${escapeLike(norm)}%`} ESCAPE '\\'`);
+        conditions.push(sql`${wholeValue('norm')} LIKE ${`%${escapeLike(norm)}%`} ESCAPE '\\'`);
         selectivity = Math.max(selectivity, 5);
       } else {
-        const upper = prefixUpperBound(norm);
-        conditions.push(
-          upper === undefined
-            ? sql`t.norm LIKE ${`${escapeLike(norm)}%`} ESCAPE '\\'`
-            : and([sql`t.norm >= ${norm}`, sql`t.norm < ${upper}`]),
-        );
+        conditions.push(keyStartsWith('norm', norm));
         // One letter is broad in any data (never worth counting); from two the index count decides
         // (estimate.ts): `name=Mu` drives from ~100 rows (60 µs) where walking the Patients took 470 µs.
         if (norm.length < 2) selectivity = Math.max(selectivity, 4);
       }
+    }
+    // Equalities: one value list whatever their number (sql/keyed.ts keyIn).
+    if (modifier === 'exact') conditions.push(keyIn(ctx.dialect, ['norm', 'exact'], equal, ['exact']));
+    else if (modifier === 'not') {
+      conditions.push(
+        keyIn(
+          ctx.dialect,
+          ['norm'],
+          equal.map(([norm]) => [norm]),
+        ),
+      );
     }
     return {
       condition: or(conditions),

@@ -7,8 +7,9 @@
 import type { Node } from '../fhirpath/evaluate.js';
 import type { TypeModel } from '../fhirpath/model.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
-import { and, equalsAny, or, raw, sql } from '../sql/fragment.js';
+import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
+import { keyIn, keyTiebreak } from '../sql/keyed.js';
 import type { RowSink } from '../tables.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import { escapeLike, normalizeText, prefixUpperBound } from '../values/text.js';
@@ -105,7 +106,7 @@ export function addTokenRows(node: Node, ids: ParamIds, grp: number, sink: RowSi
 
 /**
  * Token equalities over alias `t`: bare `codes`, (code, system) `pairs` and `systems` (`system|`: any code
- * of the system), each group one value list whatever its length (fragment.ts equalsAny).
+ * of the system), each group one value list whatever its length (sql/keyed.ts keyIn).
  */
 export function tokenEquals(
   d: Dialect,
@@ -116,19 +117,19 @@ export function tokenEquals(
   const conditions: Sql[] = [];
   if (codes.length > 0)
     conditions.push(
-      equalsAny(
+      keyIn(
         d,
-        ['t.code'],
+        ['code'],
         codes.map((code) => [code]),
       ),
     );
-  if (pairs.length > 0) conditions.push(equalsAny(d, ['t.code', 't.system'], pairs));
+  if (pairs.length > 0) conditions.push(keyIn(d, ['code', 'system'], pairs));
   if (systems.length > 0) {
     conditions.push(
       and([
-        equalsAny(
+        keyIn(
           d,
-          ['t.system'],
+          ['system'],
           systems.map((system) => [system]),
         ),
         sql`t.code <> ''`,
@@ -149,7 +150,10 @@ export const tokenParam: ParamTypeHandler = {
   type: 'token',
   table: 'idx_token',
   modifiers: ['not', 'text', 'of-type', 'above', 'below', 'in', 'not-in'],
-  sort: { column: raw('t.code'), tiebreak: [raw('t.system'), raw("COALESCE(t.text, '')")] },
+  sort: {
+    column: raw('t.code'),
+    tiebreak: [keyTiebreak('code'), raw('t.system'), keyTiebreak('system'), raw("COALESCE(t.text, '')")],
+  },
 
   extract(nodes, ids, grp, ctx: ExtractContext): void {
     for (const node of nodes) addTokenRows(node, ids, grp, ctx.sink, ctx.model);

@@ -3,9 +3,9 @@
 // the value is one of the stored URI's ancestors, i.e. the stored URI is a prefix of the search value
 // at a `/` boundary (computed as an IN list of the value's prefixes).
 import type { Node } from '../fhirpath/evaluate.js';
-import { and, equalsAny, or, raw, sql } from '../sql/fragment.js';
+import { or, raw } from '../sql/fragment.js';
+import { keyIn, keyStartsWith, keyTiebreak } from '../sql/keyed.js';
 import { unescapeValue } from '../values/escapes.js';
-import { escapeLike, prefixUpperBound } from '../values/text.js';
 import type { ExtractContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
 import { assertModifier, invalid } from './param-type.js';
 
@@ -21,7 +21,7 @@ export const uriParam: ParamTypeHandler = {
   type: 'uri',
   table: 'idx_uri',
   modifiers: ['above', 'below'],
-  sort: { column: raw('t.uri'), tiebreak: [] },
+  sort: { column: raw('t.uri'), tiebreak: [keyTiebreak('uri')] },
 
   extract(nodes: readonly Node[], ids: ParamIds, grp, ctx: ExtractContext): void {
     for (const node of nodes) {
@@ -38,23 +38,16 @@ export const uriParam: ParamTypeHandler = {
     });
     if (modifier === 'below') {
       return {
-        condition: or(
-          uris.map((uri) => {
-            const upper = prefixUpperBound(uri);
-            return upper === undefined
-              ? sql`t.uri LIKE ${`${escapeLike(uri)}%`} ESCAPE '\\'`
-              : and([sql`t.uri >= ${uri}`, sql`t.uri < ${upper}`]);
-          }),
-        ),
+        condition: or(uris.map((uri) => keyStartsWith('uri', uri))),
         rangeValues: uris.length,
         selectivity: 2,
       };
     }
     const wanted = modifier === 'above' ? [...new Set(uris.flatMap(ancestors))] : uris;
     return {
-      condition: equalsAny(
+      condition: keyIn(
         ctx.dialect,
-        ['t.uri'],
+        ['uri'],
         wanted.map((uri) => [uri]),
       ),
       selectivity: 1,

@@ -324,16 +324,21 @@ describe('value lists: one statement text whatever their length', () => {
     ['ValueSet', (v) => `url=${v.map((x) => `http://vs/${x}`).join(',')}`],
     ['ValueSet', (v) => `url:above=${v.map((x) => `http://vs/${x}/a/b`).join(',')}`],
     ['Patient', (v) => `_id=${v.join(',')}`],
+    ['Patient', (v) => `name:exact=${v.join(',')}`],
+    ['Patient', (v) => `family:not=${v.join(',')}`],
+    // Values longer than an index key (tables.ts INDEX_KEY_LENGTH): their keys and whole values, each a list.
+    ['Observation', (v) => `code=${v.map((x) => `${'L'.repeat(300)}${x}`).join(',')}`],
+    ['Observation', (v) => `code=${v.map((x, i) => `http://loinc.org|${i % 2 ? x : 'L'.repeat(300) + x}`).join(',')}`],
     ['Encounter', (v) => `subject:Patient._id=${v.join(',')}`],
   ];
   const values = (n: number, seed: string) => Array.from({ length: n }, (_, k) => `${seed}${k}`);
 
   for (const dialect of [sqliteDialect, postgresDialect]) {
-    it(`${dialect.name}: 2, 10 and 1,000 values compile to one text, every value bound`, () => {
+    it(`${dialect.name}: 4, 10 and 1,000 values compile to one text, every value bound`, () => {
       for (const [type, query] of lists) {
         const texts = new Set<string>();
         for (const [n, seed] of [
-          [2, 'a'],
+          [4, 'a'],
           [10, 'b'],
           [1000, 'c'],
         ] as const) {

@@ -8,6 +8,8 @@ import { clientKeysMigration } from './007-client-keys.js';
 import { bulkExportMigration } from './008-bulk-export.js';
 import { writePositionsMigration } from './009-write-positions.js';
 import { exportBoundsMigration } from './010-export-bounds.js';
+import { indexKeysMigration } from './011-index-keys.js';
+import { tokenGenerationMigration } from './012-token-generation.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -22,4 +24,6 @@ export const MIGRATIONS: readonly Migration[] = [
   bulkExportMigration,
   writePositionsMigration,
   exportBoundsMigration,
+  indexKeysMigration,
+  tokenGenerationMigration,
 ];

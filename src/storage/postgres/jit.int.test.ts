@@ -15,7 +15,7 @@ import type { PgServer } from '../../../test/support/pg-servers.js';
 import { postgresTestDatabase } from '../../../test/support/databases.js';
 import type { TestDatabase } from '../../../test/support/databases.js';
 import { raw } from '../../search/sql/fragment.js';
-import { transactionRunner } from '../../search/transaction-runner.js';
+import { runInTransaction, withTransactionRunner } from '../../search/transaction-runner.js';
 import { openDatabase } from '../open-database.js';
 import type { ReadBudget, SqlDatabase } from '../sql/database.js';
 import { withSessionOptions } from './postgres-database.js';
@@ -109,8 +109,16 @@ describe('PostgreSQL connections run with JIT off', () => {
   it('behind a transaction pooler, for each search and each search of a transaction Bundle', async () => {
     const [search] = await pooled.boundedQuery<{ jit: string }>('SHOW jit', [], budget());
     expect(search.jit).toBe('off');
-    const rows = await pooled.transaction(async (tx) => transactionRunner(tx, budget())(raw('SHOW jit')));
+    const rows = await pooled.transaction(async (tx) =>
+      withTransactionRunner(tx, budget(), (run) => run(raw('SHOW jit'))),
+    );
     expect(rows[0].jit).toBe('off');
+    // Conditional criteria: one statement that sets the bound back within itself.
+    const criteria = await pooled.transaction(async (tx) => {
+      await runInTransaction(tx, budget(), raw('SELECT 1 AS one'));
+      return tx.query<{ jit: string }>('SHOW jit');
+    });
+    expect(criteria[0].jit).toBe('off');
     if (jitAvailable) expect(await jitCompiled((sql) => pooled.boundedQuery(sql, [], budget()))).toBe(false);
   });
 });

@@ -14,6 +14,12 @@ export interface SqlExecutor {
   query<T = Row>(sql: string, params?: readonly SqlValue[]): Promise<T[]>;
   /** Runs a statement and returns the number of rows it changed. */
   execute(sql: string, params?: readonly SqlValue[]): Promise<number>;
+  /**
+   * Runs a statement stopped at `deadline` (a `performance.now()` time), where this executor can stop its
+   * own statements from another thread (SQLite's writer, with its watchdog); absent elsewhere. Stopped:
+   * StatementInterruptedError (storage/sqlite/writer-watchdog.ts).
+   */
+  readonly queryUntil?: <T = Row>(sql: string, params: readonly SqlValue[], deadline: number) => Promise<T[]>;
 }
 
 /**
@@ -33,11 +39,25 @@ export interface ReadBudget {
 
 /** A bounded read stopped at its deadline, or because it was aborted; the statement no longer runs. */
 export class BudgetExceededError extends Error {
+  /** `held`: stopped at `limitMs`, the most a statement may hold the event loop (search/transaction-runner.ts). */
   constructor(
     readonly limitMs: number,
-    readonly reason: 'deadline' | 'aborted',
+    readonly reason: 'deadline' | 'aborted' | 'held',
   ) {
-    super(reason === 'deadline' ? `stopped after its time budget of ${limitMs} ms` : 'stopped: the client went away');
+    super(
+      reason === 'aborted'
+        ? 'stopped: the client went away'
+        : reason === 'held'
+          ? `stopped after ${limitMs} ms, the most it may hold the event loop`
+          : `stopped after its time budget of ${limitMs} ms`,
+    );
+  }
+}
+
+/** A statement stopped at the deadline SqlExecutor.queryUntil gave it. */
+export class StatementInterruptedError extends Error {
+  constructor() {
+    super('the statement was stopped at its deadline');
   }
 }
 

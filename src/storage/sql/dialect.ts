@@ -142,7 +142,17 @@ export interface Dialect {
    * transaction); `stopped(error)` tells a statement stopped at the bound. undefined on SQLite: the
    * transaction runs on the writer connection in the event loop, where nothing can stop a statement.
    */
-  readonly transactionStatementTimeout: { readonly set: string; stopped(error: unknown): boolean } | undefined;
+  readonly transactionStatementTimeout:
+    | {
+        readonly set: string;
+        /**
+         * `sql` (a query) that sets the bound back to its first parameter as it runs, its own bound kept:
+         * the server armed that when the statement started (search/transaction-runner.ts).
+         */
+        restoringWithin(sql: string): string;
+        stopped(error: unknown): boolean;
+      }
+    | undefined;
 }
 
 export type TotalEstimate =
@@ -475,6 +485,11 @@ export const postgresDialect: Dialect = {
     // jit off for the rest of the transaction too: behind a transaction pooler the connection may not
     // have it (postgres-database.ts, SESSION_OPTIONS), and JIT compilation ignores statement_timeout.
     set: `SELECT current_setting('statement_timeout') AS previous, set_config('statement_timeout', ?, true) AS bound, set_config('jit', 'off', true) AS jit`,
+    // The restore in a MATERIALIZED CTE read by a one-time filter: evaluated once, before the first row,
+    // even when the query returns none; the query's rows come through in their order.
+    restoringWithin: (sql) =>
+      `WITH bound_restore AS MATERIALIZED (SELECT set_config('statement_timeout', ?, true) AS previous) ` +
+      `SELECT bounded.* FROM (${sql}) AS bounded WHERE (SELECT previous FROM bound_restore) IS NOT NULL`,
     stopped: (error) => (error as { code?: unknown } | null)?.code === PG_QUERY_CANCELED,
   },
 };

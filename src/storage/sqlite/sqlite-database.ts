@@ -1,16 +1,18 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
-import { budgetLeft, SerializationError, UniqueViolationError } from '../sql/database.js';
+import { budgetLeft, SerializationError, StatementInterruptedError, UniqueViolationError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
 import { Checkpointer } from './checkpointer.js';
-import { SqliteReadPool } from './read-pool.js';
+import { interruptExtensionPath, SqliteReadPool } from './read-pool.js';
 import { preparedStatementBytes, statementCache } from './statement-cache.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
+import { WriterWatchdog } from './writer-watchdog.js';
 
 /** `sqlite:./data/ambient.db`, `sqlite:///abs/path.db` or `sqlite::memory:` → the file name better-sqlite3 opens. */
 export function sqliteFileName(databaseUrl: string): string {
@@ -36,8 +38,23 @@ function open(fileName: string): SqliteConnection {
 class ConnectionExecutor implements SqlExecutor {
   readonly dialect = sqliteDialect;
   private readonly statements = statementCache<Statement>();
+  /**
+   * The writer's safety net (runGroup sets it for the statements of a write transaction): each is stopped
+   * by the watchdog past this many ms instead of holding the event loop. Undefined: not bounded.
+   */
+  statementLimitMs: number | undefined;
+  /** A statement interrupted there took the transaction with it: nothing more runs until the group ends. */
+  lost = false;
+  /** Present where the watchdog can stop this connection's statements (SqlExecutor.queryUntil). */
+  readonly queryUntil:
+    (<T = Row>(sql: string, params: readonly SqlValue[], deadline: number) => Promise<T[]>) | undefined;
 
-  constructor(readonly connection: SqliteConnection) {}
+  constructor(
+    readonly connection: SqliteConnection,
+    private readonly watchdog?: WriterWatchdog,
+  ) {
+    if (watchdog) this.queryUntil = async (sql, params, deadline) => this.rows(sql, params, deadline);
+  }
 
   private statement(sql: string): Statement {
     let statement = this.statements.get(sql);
@@ -49,17 +66,39 @@ class ConnectionExecutor implements SqlExecutor {
     return statement;
   }
 
-  async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
-    return translateErrors(() => {
+  /** Runs `run` under the watchdog: until `deadline`, else the safety net's limit, if either. */
+  private watched<T>(run: () => T, deadline?: number): T {
+    if (this.lost) throw new StatementInterruptedError();
+    const limit = this.statementLimitMs;
+    if (!this.watchdog || (deadline === undefined && limit === undefined)) return translateErrors(run);
+    const until = deadline ?? performance.now() + limit!;
+    try {
+      return translateErrors(() => this.watchdog!.run(until, deadline !== undefined, run));
+    } catch (error) {
+      // SQLite rolls the whole transaction back when it interrupts a write statement; a statement
+      // after that would run outside it, in autocommit.
+      if (error instanceof StatementInterruptedError && limit !== undefined && !this.connection.inTransaction) {
+        this.lost = true;
+      }
+      throw error;
+    }
+  }
+
+  private rows<T>(sql: string, params: readonly SqlValue[], deadline?: number): T[] {
+    return this.watched(() => {
       const statement = this.statement(sql);
       if (statement.reader) return statement.all(...params) as T[];
       statement.run(...params);
       return [];
-    });
+    }, deadline);
+  }
+
+  async query<T = Row>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
+    return this.rows<T>(sql, params);
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {
-    return translateErrors(() => this.statement(sql).run(...params).changes);
+    return this.watched(() => this.statement(sql).run(...params).changes);
   }
 }
 
@@ -94,6 +133,14 @@ export interface SqliteOptions {
   readonly readWorkers?: number;
   /** A process that loads data in large transactions (`import`): the writer checkpoints less often. */
   readonly bulkLoad?: boolean;
+  /**
+   * The safety net of write transactions (not of a bulk load): a statement of one still running after
+   * this many ms is stopped by the watchdog and fails its transaction, instead of holding the event loop
+   * (AMBIENT_REQUEST_TIMEOUT_MS: no client waits longer). Undefined: not bounded.
+   */
+  readonly writeStatementLimitMs?: number;
+  /** The interrupt extension to load (default: the one `npm install` built); false: none (tests). */
+  readonly extension?: string | false;
 }
 
 const READ_ONLY_STATEMENT = /^\s*(SELECT|WITH)\b/i;
@@ -130,13 +177,22 @@ export class SqliteDatabase implements SqlDatabase {
   readonly checkpointer: Checkpointer | undefined;
   /** Searches, on worker threads with their own read-only connections (file databases). */
   readonly readPool: SqliteReadPool | undefined;
+  /** Stops the writer's statements at a deadline (writer-watchdog.ts); undefined without the extension. */
+  readonly watchdog: WriterWatchdog | undefined;
+  private readonly writeStatementLimitMs: number | undefined;
 
   constructor(databaseUrl: string, options: SqliteOptions = {}) {
     const { synchronous = 'full', fsync, readWorkers = 2 } = options;
     const fileName = sqliteFileName(databaseUrl);
     this.localFolder = fileName === ':memory:' ? undefined : `${fileName}-files`;
-    if (fileName !== ':memory:' && readWorkers > 0) this.readPool = new SqliteReadPool(fileName, readWorkers);
-    this.writer = new ConnectionExecutor(open(fileName));
+    const extension = options.extension === false ? undefined : (options.extension ?? interruptExtensionPath());
+    if (fileName !== ':memory:' && readWorkers > 0) {
+      this.readPool = new SqliteReadPool(fileName, readWorkers, { extension: extension ?? false });
+    }
+    const writer = open(fileName);
+    this.watchdog = WriterWatchdog.start(writer, extension);
+    this.writer = new ConnectionExecutor(writer, this.watchdog);
+    this.writeStatementLimitMs = options.bulkLoad ? undefined : options.writeStatementLimitMs;
     this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
     if (fileName !== ':memory:') {
       const writer = this.writer.connection;
@@ -251,12 +307,14 @@ export class SqliteDatabase implements SqlDatabase {
       for (const item of group) item.reject(error);
       return;
     }
+    this.writer.lost = false;
+    this.writer.statementLimitMs = this.writeStatementLimitMs;
     // Only a group of several needs savepoints: inside one, SQLite copies each page the transaction
     // changes into a sub-journal (a temporary file past 64 KiB) so that ROLLBACK TO can restore it. A
     // lone transaction that fails rolls back as a whole instead (the catch below), with its own error.
     const savepoints = group.length > 1;
     try {
-      for (const item of group) {
+      for (const [index, item] of group.entries()) {
         if (savepoints) connection.exec('SAVEPOINT grouped');
         try {
           const value = await item.fn(this.writer);
@@ -264,6 +322,13 @@ export class SqliteDatabase implements SqlDatabase {
           outcomes.push({ ok: true, value });
         } catch (error) {
           if (!savepoints) throw error;
+          if (this.writer.lost) {
+            // The safety net stopped a write statement and SQLite rolled back the whole group: this
+            // transaction fails, the others run again in the next group.
+            item.reject(error);
+            this.pending.unshift(...group.slice(0, index), ...group.slice(index + 1));
+            return;
+          }
           connection.exec('ROLLBACK TO grouped');
           connection.exec('RELEASE grouped');
           outcomes.push({ ok: false, error });
@@ -274,6 +339,8 @@ export class SqliteDatabase implements SqlDatabase {
       if (connection.inTransaction) connection.exec('ROLLBACK');
       for (const item of group) item.reject(error);
       return;
+    } finally {
+      this.writer.statementLimitMs = undefined;
     }
     const answer = (syncError?: unknown) =>
       group.forEach((item, i) => {
@@ -309,6 +376,7 @@ export class SqliteDatabase implements SqlDatabase {
       } finally {
         await this.checkpointer?.close();
         await this.readPool?.close();
+        await this.watchdog?.close();
         this.reader?.connection.close();
         this.writer.connection.close();
         await this.walFile?.close();

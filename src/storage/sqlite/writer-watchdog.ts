@@ -1,0 +1,185 @@
+// A watchdog that stops a statement of the SQLite writer at a deadline. The writer runs on the event
+// loop (better-sqlite3: one synchronous native call per statement), so nothing on the main thread can
+// stop a statement once it started: a thread of its own, holding the writer's sqlite3 handle, calls
+// sqlite3_interrupt() on it (native/sqlite-interrupt.c) when the armed deadline passes.
+//
+// Arming must cost the write path nothing measurable, since every statement of a write transaction is
+// armed (the safety net, sqlite-database.ts): the deadline and a generation live in shared memory, so
+// arming and disarming are a few atomic operations, with no message and no system call. The thread is
+// woken only when it sleeps with no deadline at all, or when a deadline earlier than the one it sleeps
+// towards is armed (a bounded search's, `urgent`); otherwise it wakes at the deadline it last saw,
+// finds the statement it armed for long finished and sleeps towards the current one.
+//
+// An interrupt must never reach a statement it was not armed for: the thread claims the generation it
+// saw (compare-and-exchange to FIRING) before it interrupts, and the main thread disarms with a
+// compare-and-exchange too, waiting out a claim in progress (microseconds). An interrupt that lands
+// after its statement finished finds no statement running, and SQLite clears it when the next starts.
+import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
+import type { Database as SqliteConnection } from 'better-sqlite3';
+import { StatementInterruptedError } from '../sql/database.js';
+
+/** Int32 slots of the shared memory. */
+const GENERATION = 0;
+/** 1 while the thread sleeps with no deadline (an arm must wake it). */
+const SLEEPING = 1;
+/** The generation the thread last interrupted. */
+const FIRED = 2;
+/** Float64 slot (after the Int32 ones): the armed statement's deadline, in the main thread's performance.now(). */
+const DEADLINE = 2;
+
+/** GENERATION while the thread interrupts; generations stay below it (masked), odd while armed. */
+const FIRING = -1;
+const CLOSED = -2;
+const GENERATION_MASK = 0x3fffffff;
+
+// CommonJS source run with `eval`, so the same code works from dist/ and under tsx (see checkpointer.ts).
+const WORKER_SOURCE = `
+const { workerData } = require('node:worker_threads');
+const { performance } = require('node:perf_hooks');
+const Database = require(workerData.driver);
+const db = new Database(':memory:');
+db.loadExtension(workerData.extension, 'sqlite3_ambientinterrupt_init');
+const interrupt = db.prepare('SELECT ambient_interrupt(?)');
+const ints = new Int32Array(workerData.shared, 0, 4);
+const times = new Float64Array(workerData.shared, 16, 3);
+// The main thread's performance.now(), read on this thread.
+const now = () => performance.timeOrigin + performance.now() - workerData.origin;
+for (;;) {
+  const generation = Atomics.load(ints, ${GENERATION});
+  if (generation === ${CLOSED}) break;
+  if ((generation & 1) === 0 || Atomics.load(ints, ${FIRED}) === generation) {
+    Atomics.store(ints, ${SLEEPING}, 1);
+    Atomics.wait(ints, ${GENERATION}, generation);
+    Atomics.store(ints, ${SLEEPING}, 0);
+    continue;
+  }
+  const left = times[${DEADLINE}] - now();
+  if (left > 0) {
+    Atomics.wait(ints, ${GENERATION}, generation, left);
+    continue;
+  }
+  if (Atomics.compareExchange(ints, ${GENERATION}, generation, ${FIRING}) !== generation) continue;
+  interrupt.get(workerData.handle);
+  Atomics.store(ints, ${FIRED}, generation);
+  Atomics.store(ints, ${GENERATION}, generation);
+  Atomics.notify(ints, ${GENERATION});
+}
+db.close();
+`;
+
+export class WriterWatchdog {
+  private readonly ints: Int32Array;
+  private readonly times: Float64Array;
+  private generation = 0;
+  /** Started at the first arm: a process that never writes never pays for the thread. */
+  private thread: Worker | undefined;
+  private exited = false;
+
+  private constructor(
+    private readonly handle: bigint,
+    private readonly extension: string,
+  ) {
+    const shared = new SharedArrayBuffer(16 + 3 * 8);
+    this.ints = new Int32Array(shared, 0, 4);
+    this.times = new Float64Array(shared, 16, 3);
+    this.ints[FIRED] = FIRING;
+  }
+
+  private spawn(): void {
+    const thread = new Worker(WORKER_SOURCE, {
+      eval: true,
+      execArgv: [],
+      workerData: {
+        driver: createRequire(import.meta.url).resolve('better-sqlite3'),
+        extension: this.extension,
+        handle: this.handle,
+        shared: this.ints.buffer,
+        origin: performance.timeOrigin,
+      },
+    });
+    // Never what keeps the process alive; it waits on shared memory, not on messages.
+    thread.unref();
+    thread.once('exit', () => (this.exited = true));
+    thread.on('error', (error) =>
+      process.emitWarning(`the SQLite writer's watchdog stopped (${error.message}); its statements are not bounded`),
+    );
+    this.thread = thread;
+  }
+
+  /**
+   * A watchdog for `connection` (a writer on the main thread), or undefined where the interrupt
+   * extension (native/sqlite-interrupt.c) is not built or does not load: then statements are not bounded.
+   */
+  static start(connection: SqliteConnection, extension: string | undefined): WriterWatchdog | undefined {
+    if (!extension) return undefined;
+    try {
+      // The typings lack the entry point argument better-sqlite3 takes.
+      (connection as unknown as { loadExtension(file: string, entryPoint: string): void }).loadExtension(
+        extension,
+        'sqlite3_ambienthandle_init',
+      );
+      const { handle } = connection
+        .prepare('SELECT ambient_connection_handle() AS handle')
+        .safeIntegers(true)
+        .get() as {
+        handle: bigint;
+      };
+      return new WriterWatchdog(handle, extension);
+    } catch (error) {
+      process.emitWarning(
+        `SQLite interrupt extension not loaded on the writer (${(error as Error).message}); its statements are not bounded`,
+      );
+      return undefined;
+    }
+  }
+
+  /**
+   * Runs `statement` (synchronous, on the watched connection) stopped at `deadline` (performance.now()
+   * ms). `urgent`: the deadline may be earlier than the ones armed before (the thread is woken for it).
+   * A statement interrupted at it throws StatementInterruptedError.
+   */
+  run<T>(deadline: number, urgent: boolean, statement: () => T): T {
+    if (!this.thread) this.spawn();
+    const generation = ((this.generation + 1) & GENERATION_MASK) | 1;
+    this.generation = generation;
+    this.times[DEADLINE] = deadline;
+    Atomics.store(this.ints, GENERATION, generation);
+    if (urgent || Atomics.load(this.ints, SLEEPING) === 1) Atomics.notify(this.ints, GENERATION, 1);
+    let result: T;
+    try {
+      result = statement();
+    } catch (error) {
+      if (this.disarm(generation) && (error as { code?: string }).code === 'SQLITE_INTERRUPT') {
+        throw new StatementInterruptedError();
+      }
+      throw error;
+    }
+    // Fired just as it finished: the interrupt found no statement running, the result stands.
+    this.disarm(generation);
+    return result;
+  }
+
+  /** Ends the arm of `generation`; true if the thread interrupted for it. */
+  private disarm(generation: number): boolean {
+    const next = (generation + 1) & GENERATION_MASK;
+    for (;;) {
+      const seen = Atomics.compareExchange(this.ints, GENERATION, generation, next);
+      if (seen === generation) return Atomics.load(this.ints, FIRED) === generation;
+      // FIRING: the thread is inside sqlite3_interrupt() for this generation; it restores it after.
+      Atomics.wait(this.ints, GENERATION, FIRING, 1);
+    }
+  }
+
+  async close(): Promise<void> {
+    const thread = this.thread;
+    if (!thread || this.exited) return;
+    const exited = new Promise((resolve) => thread.once('exit', resolve));
+    // Unreferenced, it would not keep a process awaiting close() alive until it has exited (checkpointer.ts).
+    thread.ref();
+    Atomics.store(this.ints, GENERATION, CLOSED);
+    Atomics.notify(this.ints, GENERATION);
+    await exited;
+  }
+}

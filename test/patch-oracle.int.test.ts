@@ -1,0 +1,108 @@
+// JSON Patch is no oracle (issue 23, item 9), through HTTP on both databases: a caller who may update a
+// type but not read it gets one answer for every patch that cannot be applied, whatever the stored
+// resource holds, so its error texts tell nothing of what the resource holds. A caller who may read it
+// still gets the reason.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from './support/databases.js';
+import { FHIR_JSON, startRobustnessApp } from './support/robustness.js';
+import type { TestApp } from './support/test-app.js';
+
+const JSON_PATCH = 'application/json-patch+json';
+
+describe.each(BACKENDS)('JSON Patch answers without r on %s', (backend) => {
+  let t: TestApp;
+  let everything: string;
+  let updateOnly: string;
+  let readUpdate: string;
+  /** Two Patients that differ in everything the patches below touch. */
+  let full: string;
+  let empty: string;
+
+  beforeAll(async () => {
+    t = await startRobustnessApp(backend);
+    everything = `Bearer ${await t.token()}`;
+    updateOnly = `Bearer ${await t.token('system/Patient.u')}`;
+    readUpdate = `Bearer ${await t.token('system/Patient.ru')}`;
+    const create = async (resource: Record<string, unknown>) => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/fhir/Patient',
+        headers: { authorization: everything, 'content-type': FHIR_JSON },
+        payload: JSON.stringify(resource),
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      return (res.json() as { id: string }).id;
+    };
+    full = await create({
+      resourceType: 'Patient',
+      active: true,
+      name: [{ family: 'Secretfamily', given: ['Secretgiven'] }],
+      deceasedDateTime: '2020-02-02',
+      contact: [{ name: { family: 'Secretcontact' } }],
+    });
+    empty = await create({ resourceType: 'Patient' });
+  });
+  afterAll(async () => t?.close());
+
+  const patch = (authorization: string, id: string, operations: unknown) =>
+    t.app.inject({
+      method: 'PATCH',
+      url: `/fhir/Patient/${id}`,
+      headers: { authorization, 'content-type': JSON_PATCH },
+      payload: JSON.stringify(operations),
+    });
+
+  // Each fails on both Patients, for reasons that differ with what each holds.
+  const FAILING: [string, unknown[]][] = [
+    ['a path below a primitive', [{ op: 'add', path: '/active/x', value: 1 }]],
+    ['a path below a string of a name', [{ op: 'add', path: '/name/0/family/x', value: 1 }]],
+    ['an index past the end', [{ op: 'replace', path: '/name/5/given/0', value: 'x' }]],
+    ['a member that is not there', [{ op: 'remove', path: '/name/0/prefix' }]],
+    ['a result that is no valid Patient', [{ op: 'add', path: '/notAnElement', value: 1 }]],
+    ['a result with a bad value', [{ op: 'replace', path: '/gender', value: 'not-a-gender' }]],
+    ['a second deceased[x]', [{ op: 'add', path: '/deceasedBoolean', value: 'no' }]],
+  ];
+
+  it.each(FAILING)('answers %s with one 422, the same for every resource, naming nothing in it', async (_name, ops) => {
+    const answers = await Promise.all([full, empty].map((id) => patch(updateOnly, id, ops)));
+    for (const [i, res] of answers.entries()) {
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.headers['content-type']).toContain(FHIR_JSON);
+      const body = res.body.replaceAll([full, empty][i], '<id>');
+      expect(body).not.toMatch(/Secret|boolean|true|2020|deceased|family|given|contact|operation 0/);
+    }
+    expect(answers[0].body.replaceAll(full, '<id>')).toBe(answers[1].body.replaceAll(empty, '<id>'));
+    expect(answers[0].json().issue[0].details.coding[0].code).toBe('patch-failed');
+    // And nothing was written.
+    const read = await t.app.inject({
+      method: 'GET',
+      url: `/fhir/Patient/${full}`,
+      headers: { authorization: everything },
+    });
+    expect(read.json().meta.versionId).toBe('1');
+  });
+
+  it('still explains a malformed patch (which says nothing of the resource), and the reason to a caller with r', async () => {
+    const malformed = await patch(updateOnly, full, { op: 'add' });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().issue[0].diagnostics).toContain('must be an array of operations');
+    const withRead = await patch(readUpdate, full, [{ op: 'add', path: '/active/x', value: 1 }]);
+    expect(withRead.statusCode).toBe(422);
+    expect(withRead.json().issue[0].diagnostics).toContain('operation 0 (add /active/x)');
+    const invalid = await patch(readUpdate, full, [{ op: 'add', path: '/notAnElement', value: 1 }]);
+    expect(invalid.statusCode).toBe(401);
+    expect(JSON.stringify(invalid.json().issue)).toContain('notAnElement');
+  });
+
+  it('applies a patch that does apply, without a body for a caller without r', async () => {
+    const res = await patch(updateOnly, empty, [{ op: 'add', path: '/gender', value: 'other' }]);
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toBe('');
+    const read = await t.app.inject({
+      method: 'GET',
+      url: `/fhir/Patient/${empty}`,
+      headers: { authorization: everything },
+    });
+    expect(read.json().gender).toBe('other');
+  });
+});

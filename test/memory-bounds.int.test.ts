@@ -20,7 +20,7 @@ import type { ServerProcess } from './support/server-process.js';
  * What the server may hold after the run (it starts at ~185 MB under tsx). Statement caches bounded in
  * bytes alone left ~440 MB after the full run (746 MB before them), 346 MB after the quick one; with
  * value lists bound as one parameter (Dialect.equalsAny) a search's text no longer grows with its
- * values, and the runs end at ~215 MB (350 searches) and 236-246 MB (1,050: every statement cache at
+ * values, and the runs end at 214-224 MB (350 searches) and 236-246 MB (1,050: every statement cache at
  * its byte budget, STATEMENT_CACHE_LIMITS, each thread's heap grown by the requests).
  */
 const RSS_BOUND_MB = 250;

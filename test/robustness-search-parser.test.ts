@@ -12,6 +12,7 @@ import { planSearch } from '../src/search/plan.js';
 import type { Plan } from '../src/search/plan.js';
 import { compileCount, compileSearch } from '../src/search/sql/compile.js';
 import { postgresDialect, sqliteDialect } from '../src/storage/sql/dialect.js';
+import type { Dialect } from '../src/storage/sql/dialect.js';
 import { GARBAGE_MODIFIERS, GARBAGE_SEARCH_VALUES, runs } from './support/robustness.js';
 
 const registry = loadR4Definitions();
@@ -113,21 +114,25 @@ const arbitraryQuery = fc.constantFrom(...TYPES).chain((type) =>
 /** Runs one query through the pipeline; returns the SQL of both dialects, or the AppError. */
 function pipeline(type: string, params: [string, string][], strict: boolean) {
   let request: SearchRequest;
-  let plan: Plan;
+  let plans: (readonly [Dialect, Plan])[];
   try {
     request = parseSearch(params);
-    plan = planSearch(request, [type], {
-      catalog,
-      references: catalog.references,
-      now: Date.now(),
-      strict,
-      canSearch: () => true,
-    });
+    plans = [sqliteDialect, postgresDialect].map((dialect) => [
+      dialect,
+      planSearch(request, [type], {
+        catalog,
+        references: catalog.references,
+        now: Date.now(),
+        strict,
+        canSearch: () => true,
+        dialect,
+      }),
+    ]);
   } catch (error) {
     if (error instanceof AppError) return { error };
     throw error;
   }
-  const statements = [sqliteDialect, postgresDialect].flatMap((dialect) => [
+  const statements = plans.flatMap(([dialect, plan]) => [
     compileSearch(plan, dialect, { limit: request.count + 1, inlineBytes: 65536 }),
     compileSearch(plan, dialect, { limit: 2, position: ['a', 1], backwards: true, inlineBytes: 65536 }),
     compileCount(plan, dialect),

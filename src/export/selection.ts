@@ -103,6 +103,7 @@ export function levelCondition(
  * parameters (`_sort`, `_count`, `_include`, ...) have no meaning in an export: 400.
  */
 export function planTypeFilter(
+  dialect: Dialect,
   catalog: SearchCatalog,
   filter: TypeFilter,
   now: number,
@@ -121,6 +122,7 @@ export function planTypeFilter(
     now,
     strict: true,
     canSearch,
+    dialect,
   });
   checkCost(parsed, plan);
   return plan.criteria;
@@ -147,7 +149,7 @@ export function selectionFor(
   const level = levelCondition(dialect, spec, type, compartmentSps(catalog, type, compartment));
   const filters = filterCondition(
     dialect,
-    spec.typeFilters.filter((f) => f.type === type).map((f) => planTypeFilter(catalog, f, now, () => true)),
+    spec.typeFilters.filter((f) => f.type === type).map((f) => planTypeFilter(dialect, catalog, f, now, () => true)),
   );
   const parts = [level, filters].filter((p): p is Sql => p !== undefined);
   return parts.length === 0 ? undefined : and(parts);

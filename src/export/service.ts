@@ -105,7 +105,7 @@ export class ExportService {
     const transactionTime = Date.now();
     const typeFilters = parameters.typeFilters.filter((f) => exported.includes(f.type));
     for (const filter of typeFilters) {
-      planTypeFilter(this.catalog, filter, transactionTime, (t) => principal.canFhir('search', t));
+      planTypeFilter(this.db.dialect, this.catalog, filter, transactionTime, (t) => principal.canFhir('search', t));
     }
     const spec: ExportSpec = {
       level: request.level,

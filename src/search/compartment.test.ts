@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { compileCompartments } from '../definitions/build-r4.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
+import { sqliteDialect } from '../storage/sql/dialect.js';
 import { spId } from './catalog.js';
 import { compartmentCriterion, compartmentSearchTypes, memberTypes } from './compartment.js';
 import { createSearchCatalog } from './engine.js';
@@ -175,7 +176,7 @@ describe('$everything', () => {
     ]);
     const plan = planEverything(patient, 'p1', types, request, {
       catalog,
-      plan: { references: catalog.references, now: Date.UTC(2025, 0, 1) },
+      plan: { references: catalog.references, now: Date.UTC(2025, 0, 1), dialect: sqliteDialect },
       canRead: readable,
     });
     expect(plan.types).toEqual(['Condition', 'Group', 'Observation', 'Patient']);

@@ -177,6 +177,7 @@ export function createSearchEngine(
       now: Date.now(),
       strict,
       canSearch,
+      dialect: db.dialect,
     });
     checkCost(parsed, plan);
     return plan;
@@ -311,7 +312,7 @@ export function createSearchEngine(
     const types = everythingTypes(registry, rule, operation.types, canRead);
     const plan = planEverything(rule, id, types, operation, {
       catalog,
-      plan: { references: catalog.references, now: Date.now() },
+      plan: { references: catalog.references, now: Date.now(), dialect: db.dialect },
       canRead,
     });
     return runPlan(request, everythingSearchRequest(operation), plan, `Patient/${id}/$everything`, undefined);

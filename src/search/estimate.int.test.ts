@@ -31,6 +31,7 @@ describe.each(BACKENDS)('cardinality estimates on %s', (backend) => {
       now: Date.now(),
       strict: true,
       canSearch: () => true,
+      dialect: env.db.dialect,
     });
   }
 

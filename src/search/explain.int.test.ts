@@ -48,6 +48,22 @@ const SHAPES: readonly [string, string, readonly string[]][] = [
   ],
   ['Patient', 'gender=male&_has:Observation:patient:code=29463-7', ['idx_token_pk (pk=?)', 'idx_reference_pk (pk=?)']],
   ['Patient', '_id=p1', ['sqlite_autoindex_resource_1 (type=? AND id=?)']],
+  // OR lists, each bound as one parameter (Dialect.equalsAny): still one index search per value.
+  ['Patient', '_id=p1,p2,p3', ['sqlite_autoindex_resource_1 (type=? AND id=?)']],
+  ['Observation', 'code=29463-7,8302-2,1234-5', ['idx_token_value (sp=? AND code=?)']],
+  [
+    'Observation',
+    'code=http://loinc.org|29463-7,http://loinc.org|8302-2,http://loinc.org|1234-5',
+    ['idx_token_value (sp=? AND code=? AND system=?)'],
+  ],
+  ['Observation', 'subject=p1,p2,p3', ['idx_reference_value (sp=? AND target_id=?)']],
+  [
+    'Encounter',
+    'patient=Patient/p1,Patient/p2,Patient/p3',
+    ['idx_reference_value (sp=? AND target_id=? AND target_type=?)'],
+  ],
+  ['ValueSet', 'url=http://example.org/a,http://example.org/b', ['idx_uri_value (sp=? AND uri=?)']],
+  ['Patient', 'name:exact=Smith,Jones', ['idx_string_value (sp=? AND norm=?)']],
   [
     'Observation',
     'code-value-quantity=http://loinc.org|8480-6$gt100',
@@ -90,6 +106,7 @@ function planFor(env: SearchTestEnv, type: string, query: string) {
     now: Date.now(),
     strict: true,
     canSearch: () => true,
+    dialect: env.db.dialect,
   });
 }
 
@@ -142,6 +159,7 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
       now: Date.now(),
       strict: true,
       canSearch: () => true,
+      dialect: env.db.dialect,
     });
     const inCompartment = { ...compartmentCriterion(rule, 'p1', types), estimatedRows };
     return { ...plan, criteria: [inCompartment, ...plan.criteria] };
@@ -192,7 +210,7 @@ describe.each(BACKENDS)('query plans on %s', (backend) => {
         const types = everythingTypes(registry, rule, undefined, () => true);
         return planEverything(rule, 'p1', types, request, {
           catalog: env.engine.catalog,
-          plan: { references: env.engine.catalog.references, now: Date.now() },
+          plan: { references: env.engine.catalog.references, now: Date.now(), dialect: env.db.dialect },
           canRead: () => true,
         });
       },

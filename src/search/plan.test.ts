@@ -1,5 +1,6 @@
 // Stage 2 alone: parsed requests against the registry, without a database.
 import { describe, expect, it } from 'vitest';
+import { sqliteDialect } from '../storage/sql/dialect.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
 import { createSearchCatalog } from './engine.js';
@@ -17,6 +18,7 @@ function plan(types: string[], query: string, options: Partial<PlanContext> = {}
     now: Date.UTC(2025, 0, 1),
     strict: false,
     canSearch: () => true,
+    dialect: sqliteDialect,
     ...options,
   });
 }

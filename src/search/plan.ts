@@ -14,6 +14,7 @@ import type { Sql } from './sql/fragment.js';
 import type { IndexTable } from './tables.js';
 import { splitUnescaped, unescapeValue } from './values/escapes.js';
 import type { ReferenceParser } from '../fhir/references.js';
+import type { Dialect } from '../storage/sql/dialect.js';
 
 /**
  * Set by estimate.ts from the data: how many index rows the criterion matches, counted up to a cap.
@@ -146,6 +147,8 @@ export interface PlanContext {
   readonly strict: boolean;
   /** May the caller search this type? */
   readonly canSearch: (type: string) => boolean;
+  /** The database's SQL, for the value lists of the row conditions (fragment.ts equalsAny). */
+  readonly dialect: Dialect;
 }
 
 /** A parameter the plan could not use: reported (lenient) or 400 (strict). */
@@ -222,6 +225,7 @@ function matchContext(name: string, params: readonly CatalogParam[], ctx: PlanCo
     now: ctx.now,
     targets: [...new Set(params.flatMap((p) => p.targets))],
     name,
+    dialect: ctx.dialect,
   };
 }
 

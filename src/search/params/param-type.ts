@@ -8,6 +8,7 @@ import type { TypeModel, TypeState } from '../fhirpath/model.js';
 import type { Sql } from '../sql/fragment.js';
 import type { IndexTable, RowSink } from '../tables.js';
 import type { ReferenceParser } from '../../fhir/references.js';
+import type { Dialect } from '../../storage/sql/dialect.js';
 
 export interface ExtractContext {
   readonly sink: RowSink;
@@ -35,6 +36,8 @@ export interface MatchContext {
   readonly targets: readonly string[];
   /** The parameter as written in the query (for error messages). */
   readonly name: string;
+  /** Writes value lists (fragment.ts equalsAny). */
+  readonly dialect: Dialect;
 }
 
 /** One parameter's values (an OR list) compiled to a condition on its index rows. */

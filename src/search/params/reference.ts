@@ -8,11 +8,11 @@
 import type { Node } from '../fhirpath/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
-import { keyEquals, keyIn, keyTiebreak } from '../sql/keyed.js';
+import { keyIn, keyTiebreak } from '../sql/keyed.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import type { ExtractContext, MatchContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
 import { invalid } from './param-type.js';
-import { addTokenRows } from './token.js';
+import { addTokenRows, tokenEquals } from './token.js';
 
 type Json = Record<string, unknown>;
 
@@ -59,7 +59,7 @@ export const referenceParam: ParamTypeHandler & {
     }
     if (modifier === 'identifier') return this.matchIdentifier(values, ctx);
     const typed = modifier;
-    const conditions: Sql[] = [];
+    const keys: [string, string][] = [];
     const bareIds: string[] = [];
     for (const raw of values) {
       const value = unescapeValue(raw);
@@ -69,8 +69,8 @@ export const referenceParam: ParamTypeHandler & {
           const key = ctx.references.parse(value);
           if (!key || key.type !== typed)
             throw invalid(ctx.name, `${ctx.name}: "${value}" is not a ${typed} reference`);
-          conditions.push(and([keyEquals('target_id', key.id), sql`t.target_type = ${key.type}`]));
-        } else conditions.push(and([keyEquals('target_id', value), sql`t.target_type = ${typed}`]));
+          keys.push([key.id, key.type]);
+        } else keys.push([value, typed]);
         continue;
       }
       if (!value.includes('/') && !value.includes(':')) {
@@ -79,25 +79,38 @@ export const referenceParam: ParamTypeHandler & {
       }
       const key = ctx.references.parse(value);
       if (!key) throw invalid(ctx.name, `${ctx.name}: "${value}" is not a reference`);
-      conditions.push(and([keyEquals('target_id', key.id), sql`t.target_type = ${key.type}`]));
+      keys.push([key.id, key.type]);
     }
+    const conditions: Sql[] = [];
     if (bareIds.length > 0) {
       // A bare id means any of the parameter's target types (ids are unique per type only).
-      conditions.unshift(and([keyIn('target_id', bareIds), sql`t.target_type <> ''`]));
+      const ids = keyIn(
+        ctx.dialect,
+        ['target_id'],
+        bareIds.map((id) => [id]),
+      );
+      conditions.push(and([ids, sql`t.target_type <> ''`]));
     }
+    if (keys.length > 0) conditions.push(keyIn(ctx.dialect, ['target_id', 'target_type'], keys, ['target_type']));
     return { condition: or(conditions), selectivity: 1 };
   },
 
   matchIdentifier(values, ctx): RowMatch {
-    const conditions = values.map((raw) => {
+    const codes: string[] = [];
+    const pairs: [string, string][] = [];
+    for (const raw of values) {
       const parts = splitUnescaped(raw, '|').map(unescapeValue);
       if (parts.length > 2 || parts[parts.length - 1] === '') {
         throw invalid(ctx.name, `${ctx.name}: :identifier takes system|value or value, got "${raw}"`);
       }
-      return parts.length === 1
-        ? keyEquals('code', parts[0])
-        : and([keyEquals('code', parts[1]), keyEquals('system', parts[0])]);
-    });
-    return { condition: or(conditions), useExtraSp: true, table: 'idx_token', selectivity: 1 };
+      if (parts.length === 1) codes.push(parts[0]);
+      else pairs.push([parts[1], parts[0]]);
+    }
+    return {
+      condition: tokenEquals(ctx.dialect, codes, pairs, []),
+      useExtraSp: true,
+      table: 'idx_token',
+      selectivity: 1,
+    };
   },
 };

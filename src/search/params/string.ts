@@ -4,9 +4,9 @@
 // removed): default = starts with (an index range), `:exact` = `exact` equal, `:contains` = substring,
 // and SPEC.md's `:not` = no value equals the text (ignoring case and accents; no value at all matches).
 import type { Node } from '../fhirpath/evaluate.js';
-import { and, or, raw, sql } from '../sql/fragment.js';
+import { or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
-import { keyEquals, keyStartsWith, keyTiebreak, wholeValue } from '../sql/keyed.js';
+import { keyIn, keyStartsWith, keyTiebreak, wholeValue } from '../sql/keyed.js';
 import { unescapeValue } from '../values/escapes.js';
 import { escapeLike, normalizeText } from '../values/text.js';
 import type { ExtractContext, ParamIds, ParamTypeHandler, RowMatch } from './param-type.js';
@@ -66,13 +66,14 @@ export const stringParam: ParamTypeHandler = {
   match(values, modifier, ctx): RowMatch {
     assertModifier(this, ctx.name, modifier);
     const conditions: Sql[] = [];
+    const equal: [string, string][] = [];
     let selectivity = 2;
     for (const raw of values) {
       const text = unescapeValue(raw);
       const norm = normalizeText(text);
       if (norm === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
-      if (modifier === 'exact') conditions.push(and([keyEquals('norm', norm), sql`t.exact = ${text}`]));
-      else if (modifier === 'not') conditions.push(keyEquals('norm', norm));
+      if (modifier === 'exact') equal.push([norm, text]);
+      else if (modifier === 'not') equal.push([norm, text]);
       else if (modifier === 'contains') {
         conditions.push(sql`${wholeValue('norm')} LIKE ${`%${escapeLike(norm)}%`} ESCAPE '\\'`);
         selectivity = Math.max(selectivity, 5);
@@ -82,6 +83,17 @@ export const stringParam: ParamTypeHandler = {
         // (estimate.ts): `name=Mu` drives from ~100 rows (60 µs) where walking the Patients took 470 µs.
         if (norm.length < 2) selectivity = Math.max(selectivity, 4);
       }
+    }
+    // Equalities: one value list whatever their number (sql/keyed.ts keyIn).
+    if (modifier === 'exact') conditions.push(keyIn(ctx.dialect, ['norm', 'exact'], equal, ['exact']));
+    else if (modifier === 'not') {
+      conditions.push(
+        keyIn(
+          ctx.dialect,
+          ['norm'],
+          equal.map(([norm]) => [norm]),
+        ),
+      );
     }
     return {
       condition: or(conditions),

@@ -6,9 +6,10 @@
 // so `|code` ("no system") is an equality too.
 import type { Node } from '../fhirpath/evaluate.js';
 import type { TypeModel } from '../fhirpath/model.js';
+import type { Dialect } from '../../storage/sql/dialect.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
-import { keyEquals, keyIn, keyTiebreak } from '../sql/keyed.js';
+import { keyIn, keyTiebreak } from '../sql/keyed.js';
 import type { RowSink } from '../tables.js';
 import { splitUnescaped, unescapeValue } from '../values/escapes.js';
 import { escapeLike, normalizeText, prefixUpperBound } from '../values/text.js';
@@ -103,6 +104,41 @@ export function addTokenRows(node: Node, ids: ParamIds, grp: number, sink: RowSi
   }
 }
 
+/**
+ * Token equalities over alias `t`: bare `codes`, (code, system) `pairs` and `systems` (`system|`: any code
+ * of the system), each group one value list whatever its length (sql/keyed.ts keyIn).
+ */
+export function tokenEquals(
+  d: Dialect,
+  codes: readonly string[],
+  pairs: readonly (readonly [string, string])[],
+  systems: readonly string[],
+): Sql {
+  const conditions: Sql[] = [];
+  if (codes.length > 0)
+    conditions.push(
+      keyIn(
+        d,
+        ['code'],
+        codes.map((code) => [code]),
+      ),
+    );
+  if (pairs.length > 0) conditions.push(keyIn(d, ['code', 'system'], pairs));
+  if (systems.length > 0) {
+    conditions.push(
+      and([
+        keyIn(
+          d,
+          ['system'],
+          systems.map((system) => [system]),
+        ),
+        sql`t.code <> ''`,
+      ]),
+    );
+  }
+  return or(conditions);
+}
+
 const UNSUPPORTED = new Set(['above', 'below', 'in', 'not-in']);
 
 /** Heuristic: short lower-case words (status, gender, true) are small value sets, so poor index drivers. */
@@ -143,17 +179,19 @@ export const tokenParam: ParamTypeHandler = {
       return { condition: or(conditions), rangeValues: values.length, selectivity: 5 };
     }
     if (modifier === 'of-type') {
-      const conditions = values.map((raw) => {
+      const pairs = values.map((raw): [string, string] => {
         const parts = splitUnescaped(raw, '|').map(unescapeValue);
         if (parts.length !== 3 || parts[1] === '' || parts[2] === '') {
           throw invalid(ctx.name, `${ctx.name}: :of-type takes system|code|value, got "${raw}"`);
         }
-        return and([keyEquals('system', `${parts[0]}|${parts[1]}`), keyEquals('code', parts[2])]);
+        // Rows of the extra sp: (`typeSystem|typeCode`, identifier value) as (system, code).
+        return [parts[2], `${parts[0]}|${parts[1]}`];
       });
-      return { condition: or(conditions), useExtraSp: true, selectivity: 1 };
+      return { condition: tokenEquals(ctx.dialect, [], pairs, []), useExtraSp: true, selectivity: 1 };
     }
-    const codesOnly: string[] = [];
-    const conditions: Sql[] = [];
+    const codes: string[] = [];
+    const pairs: [string, string][] = [];
+    const systems: string[] = [];
     let selectivity = 0;
     for (const raw of values) {
       const parts = splitUnescaped(raw, '|').map(unescapeValue);
@@ -161,25 +199,24 @@ export const tokenParam: ParamTypeHandler = {
         throw invalid(ctx.name, `${ctx.name}: a token is code, system|code, |code or system|, got "${raw}"`);
       if (parts.length === 1) {
         if (parts[0] === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
-        codesOnly.push(parts[0]);
+        codes.push(parts[0]);
         selectivity = Math.max(selectivity, codeSelectivity(parts[0]));
         continue;
       }
       const [system, code] = parts;
       if (system === '' && code === '') throw invalid(ctx.name, `${ctx.name}: empty value`);
       if (code === '') {
-        conditions.push(and([keyEquals('system', system), sql`t.code <> ''`]));
+        systems.push(system);
         selectivity = Math.max(selectivity, 5);
       } else {
-        conditions.push(and([keyEquals('code', code), keyEquals('system', system)]));
+        pairs.push([code, system]);
         selectivity = Math.max(selectivity, codeSelectivity(code));
       }
     }
     // Identifiers are (nearly) unique whatever they look like.
     if (/(^|[.:-])identifier(:|$)/.test(ctx.name)) selectivity = Math.min(selectivity, 1);
-    if (codesOnly.length > 0) conditions.unshift(keyIn('code', codesOnly));
     return {
-      condition: or(conditions),
+      condition: tokenEquals(ctx.dialect, codes, pairs, systems),
       negated: modifier === 'not',
       selectivity: modifier === 'not' ? 9 : selectivity,
     };

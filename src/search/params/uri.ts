@@ -44,6 +44,13 @@ export const uriParam: ParamTypeHandler = {
       };
     }
     const wanted = modifier === 'above' ? [...new Set(uris.flatMap(ancestors))] : uris;
-    return { condition: keyIn('uri', wanted), selectivity: 1 };
+    return {
+      condition: keyIn(
+        ctx.dialect,
+        ['uri'],
+        wanted.map((uri) => [uri]),
+      ),
+      selectivity: 1,
+    };
   },
 };

@@ -24,13 +24,14 @@ import type { PageBounds } from './compile.js';
 const registry = loadR4Definitions();
 const catalog = createSearchCatalog(registry, 'http://fhir.test/fhir');
 
-function plan(type: string, query: string) {
+function plan(type: string, query: string, dialect: Dialect = sqliteDialect) {
   return planSearch(parseSearch([...new URLSearchParams(query)]), [type], {
     catalog,
     references: catalog.references,
     now: Date.UTC(2025, 0, 1),
     strict: true,
     canSearch: () => true,
+    dialect,
   });
 }
 
@@ -41,7 +42,7 @@ function compiled(
   query: string,
   page: PageBounds = { limit: 21, inlineBytes: 65536 },
 ): string {
-  const statement = compileSearch(plan(type, query), dialect, page);
+  const statement = compileSearch(plan(type, query, dialect), dialect, page);
   return [statement, ...statement.continuation]
     .map((s) => `${s.text}\n  -- ${JSON.stringify(named(type, s.params))}`)
     .join('\n');
@@ -262,7 +263,7 @@ describe('statement hygiene', () => {
     ];
     for (const dialect of [sqliteDialect, postgresDialect]) {
       for (const query of queries) {
-        const statement = compileSearch(plan('Patient', query), dialect, { limit: 21, inlineBytes: 65536 });
+        const statement = compileSearch(plan('Patient', query, dialect), dialect, { limit: 21, inlineBytes: 65536 });
         expect(statement.text).not.toContain(marker);
         expect(statement.text.split('?').length - 1).toBe(statement.params.length);
       }
@@ -279,6 +280,7 @@ describe('pinned SQL of a compartment search', () => {
       now: Date.UTC(2025, 0, 1),
       strict: true,
       canSearch: () => true,
+      dialect: sqliteDialect,
     });
     const criterion: PlannedCriterion = { ...compartmentCriterion(rule, 'p1', types), estimatedRows };
     return { ...base, criteria: [criterion, ...base.criteria] };
@@ -303,6 +305,80 @@ describe('pinned SQL of a compartment search', () => {
     expect(text(sqliteDialect, inCompartment(['Observation'], 'code=8302-2', 50_000))).toMatchInlineSnapshot(`
       "SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_reference t WHERE t.pk = r0.pk AND +t.sp IN (?, ?) AND t.target_id = ? AND t.target_type = ?) AND r0.pk IN (SELECT t.pk FROM idx_token t WHERE t.sp = ? AND t.code = ?)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
         -- [65536,"sp(Observation.subject)","sp(Observation.performer)","p1","Patient","sp(Observation.code)","8302-2",21]"
+    `);
+  });
+});
+
+describe('value lists: one statement text whatever their length', () => {
+  // Every distinct text is a prepared statement the database keeps (issue 23, item 5): an OR list of n
+  // values must not make n texts. Each list is bound as one parameter (Dialect.equalsAny).
+  const lists: [type: string, query: (values: string[]) => string][] = [
+    ['Observation', (v) => `code=${v.join(',')}`],
+    ['Observation', (v) => `code=${v.map((x) => `http://loinc.org|${x}`).join(',')}`],
+    ['Observation', (v) => `code=${v.map((x) => `http://s/${x}|`).join(',')}`],
+    ['Patient', (v) => `identifier:of-type=${v.map((x) => `http://t|MR|${x}`).join(',')}`],
+    ['Encounter', (v) => `subject:identifier=${v.map((x) => `http://h|${x}`).join(',')}`],
+    ['Encounter', (v) => `subject=${v.join(',')}`],
+    ['Encounter', (v) => `subject=${v.map((x) => `Patient/${x}`).join(',')}`],
+    ['Encounter', (v) => `subject:Group=${v.join(',')}`],
+    ['ValueSet', (v) => `url=${v.map((x) => `http://vs/${x}`).join(',')}`],
+    ['ValueSet', (v) => `url:above=${v.map((x) => `http://vs/${x}/a/b`).join(',')}`],
+    ['Patient', (v) => `_id=${v.join(',')}`],
+    ['Patient', (v) => `name:exact=${v.join(',')}`],
+    ['Patient', (v) => `family:not=${v.join(',')}`],
+    // Values longer than an index key (tables.ts INDEX_KEY_LENGTH): their keys and whole values, each a list.
+    ['Observation', (v) => `code=${v.map((x) => `${'L'.repeat(300)}${x}`).join(',')}`],
+    ['Observation', (v) => `code=${v.map((x, i) => `http://loinc.org|${i % 2 ? x : 'L'.repeat(300) + x}`).join(',')}`],
+    ['Encounter', (v) => `subject:Patient._id=${v.join(',')}`],
+  ];
+  const values = (n: number, seed: string) => Array.from({ length: n }, (_, k) => `${seed}${k}`);
+
+  for (const dialect of [sqliteDialect, postgresDialect]) {
+    it(`${dialect.name}: 4, 10 and 1,000 values compile to one text, every value bound`, () => {
+      for (const [type, query] of lists) {
+        const texts = new Set<string>();
+        for (const [n, seed] of [
+          [4, 'a'],
+          [10, 'b'],
+          [1000, 'c'],
+        ] as const) {
+          const vs = values(n, seed);
+          const statement = compileSearch(plan(type, query(vs), dialect), dialect, { limit: 21, inlineBytes: 65536 });
+          texts.add(statement.text);
+          for (const v of vs) expect(statement.text).not.toContain(v);
+          expect(statement.text.split('?').length - 1).toBe(statement.params.length);
+          expect(JSON.stringify(statement.params)).toContain(vs[n - 1]);
+        }
+        expect([...texts], query(['x', 'y'])).toHaveLength(1);
+      }
+    });
+  }
+
+  it('pins the lists (SQLite: json_each, PostgreSQL: arrays)', () => {
+    const q = 'code=a,b,http://loinc.org|c,http://loinc.org|d,http://s|,http://t|';
+    expect(compiled(sqliteDialect, 'Observation', q)).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND (t.code IN (SELECT value FROM json_each(?)) OR (t.code, t.system) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?)) OR (t.system IN (SELECT value FROM json_each(?)) AND t.code <> '')))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [65536,"Observation","sp(Observation.code)","[\\"a\\",\\"b\\"]","[[\\"c\\",\\"http://loinc.org\\"],[\\"d\\",\\"http://loinc.org\\"]]","[\\"http://s\\",\\"http://t\\"]",21]"
+    `);
+    expect(compiled(postgresDialect, 'Observation', q)).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.type = ? AND r0.deleted = 0 AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND (t.sp + 0) = ? AND (t.code = ANY(?::text[]) OR (t.code, t.system) IN (SELECT * FROM unnest(?::text[], ?::text[])) OR (t.system = ANY(?::text[]) AND t.code <> '')) OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [65536,"Observation","sp(Observation.code)","{\\"a\\",\\"b\\"}","{\\"c\\",\\"d\\"}","{\\"http://loinc.org\\",\\"http://loinc.org\\"}","{\\"http://s\\",\\"http://t\\"}",21]"
+    `);
+    expect(compiled(sqliteDialect, 'Encounter', 'subject=p1,p2,Group/g1,Patient/p3')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT t.pk FROM idx_reference t WHERE t.sp = ? AND ((t.target_id IN (SELECT value FROM json_each(?)) AND t.target_type <> '') OR (t.target_id, t.target_type) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [65536,"sp(Encounter.subject)","[\\"p1\\",\\"p2\\"]","[[\\"g1\\",\\"Group\\"],[\\"p3\\",\\"Patient\\"]]",21]"
+    `);
+    expect(compiled(postgresDialect, 'Encounter', 'subject=p1,p2,Group/g1,Patient/p3')).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT t.pk FROM idx_reference t WHERE t.sp = ? AND ((t.target_id = ANY(?::text[]) AND t.target_type <> '') OR (t.target_id, t.target_type) IN (SELECT * FROM unnest(?::text[], ?::text[])))))) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [65536,"sp(Encounter.subject)","{\\"p1\\",\\"p2\\"}","{\\"g1\\",\\"p3\\"}","{\\"Group\\",\\"Patient\\"}",21]"
+    `);
+    expect(compiled(sqliteDialect, 'Patient', '_id=p1,p2&gender=female')).toMatchInlineSnapshot(`
+      "SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk IN (SELECT s0.pk FROM resource s0 WHERE s0.type = ? AND s0.id IN (SELECT value FROM json_each(?))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND +t.sp = ? AND t.code = ?)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [65536,"Patient","[\\"p1\\",\\"p2\\"]","sp(Patient.gender)","female",21]"
+    `);
+    expect(compiled(postgresDialect, 'Patient', '_id=p1,p2&gender=female')).toMatchInlineSnapshot(`
+      "/*adhoc*/ SELECT r0.pk, r0.id, r0.type, CASE WHEN octet_length(r0.content) <= ? THEN r0.content END AS content, octet_length(r0.content) AS content_bytes, r0.version AS content_version FROM resource r0 WHERE (r0.deleted = 0 AND r0.pk = ANY(ARRAY(SELECT s0.pk FROM resource s0 WHERE s0.type = ? AND s0.id = ANY(?::text[]))) AND EXISTS (SELECT 1 FROM idx_token t WHERE t.pk = r0.pk AND (t.sp + 0) = ? AND t.code = ? OFFSET 0)) AND 1=1 ORDER BY r0.pk ASC LIMIT ?
+        -- [65536,"Patient","{\\"p1\\",\\"p2\\"}","sp(Patient.gender)","female",21]"
     `);
   });
 });

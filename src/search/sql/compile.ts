@@ -15,7 +15,7 @@ import type { SqlValue } from '../../storage/sql/database.js';
 import { inlineContentBytes, pageContentColumns } from '../../storage/page-content.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
 import type { Plan, PlannedCriterion, PlannedInclude, PlannedSort } from '../plan.js';
-import { and, join, list, or, raw, Sql, sql, withAlias } from './fragment.js';
+import { and, equalsAny, join, list, or, raw, Sql, sql, withAlias } from './fragment.js';
 
 /** Most resources a page adds through _include/_revinclude (beyond that: a warning, not an error). */
 export const MAX_INCLUDED = 1000;
@@ -58,9 +58,11 @@ export function criterionCondition(d: Dialect, c: PlannedCriterion, outer: strin
     case 'id':
       return c.ids.length === 0
         ? raw('1=0')
-        : c.ids.length === 1
-          ? sql`${o}.id = ${c.ids[0]}`
-          : sql`${o}.id IN ${list(c.ids)}`;
+        : equalsAny(
+            d,
+            [`${outer}.id`],
+            c.ids.map((id) => [id]),
+          );
     case 'lastUpdated':
       return c.condition(`${outer}.last_updated`);
     case 'rows': {
@@ -220,14 +222,23 @@ export function resourceFilter(
 ): Sql {
   const a = raw(alias);
   const driver = chooseDriver(criteria);
+  // Several `_id`s drive too, through the (type, id) index: as a condition on the walked rows, SQLite
+  // (no statistics, and not knowing how many ids the one list parameter holds) walked the whole type
+  // in pk order to spare a sort (0.2 ms → 240 ms at 300,000 resources).
+  const ids = criteria.find((c) => c.kind === 'id' && c.ids.length > 1);
   // A driver's pks are of the searched types already (a parameter id `sp` belongs to one type), and
   // without the type term both databases fetch the driver's pks through the primary key in pk order,
   // so the page stops early (with it PostgreSQL picked the (type, pk) index and sorted every match).
-  const conditions: Sql[] = driver ? [sql`${a}.deleted = 0`] : [typeCondition(alias, types), sql`${a}.deleted = 0`];
+  const conditions: Sql[] =
+    driver || ids ? [sql`${a}.deleted = 0`] : [typeCondition(alias, types), sql`${a}.deleted = 0`];
   for (const c of criteria) {
     if (c === driver)
       conditions.push(sql`${a}.pk${raw(d.driver.open)}${criterionSet(d, c, types, depth)}${raw(d.driver.close)}`);
-    else conditions.push(criterionCondition(d, c, alias, depth));
+    else if (c === ids) {
+      const s = `s${depth}`;
+      const set = sql`SELECT ${raw(s)}.pk FROM resource ${raw(s)} WHERE ${typeCondition(s, types)} AND ${criterionCondition(d, c, s, depth)}`;
+      conditions.push(sql`${a}.pk${raw(d.driver.open)}${set}${raw(d.driver.close)}`);
+    } else conditions.push(criterionCondition(d, c, alias, depth));
   }
   return and(conditions);
 }

@@ -2,6 +2,7 @@
 // its bound values, so no value ever enters SQL text (STYLE.md principle 7). `sql` is a tagged template:
 // interpolated values become placeholders, interpolated fragments are spliced in with their values.
 import type { SqlValue } from '../../storage/sql/database.js';
+import type { Dialect } from '../../storage/sql/dialect.js';
 
 export class Sql {
   constructor(
@@ -71,9 +72,23 @@ export function or(parts: readonly Sql[]): Sql {
   return combine(kept, 'OR');
 }
 
-/** `(?, ?, ?)` for an IN list. */
+/**
+ * `(?, ?, ?)` for an IN list of values the code chooses (parameter ids, resource types: as many texts as
+ * the definitions allow). A request's values go through `equalsAny`, whose text does not grow with them.
+ */
 export function list(values: readonly SqlValue[]): Sql {
   return new Sql(`(${values.map(() => '?').join(', ')})`, [...values]);
+}
+
+/**
+ * `columns` equal to one of `rows` (one text per column): `c = ?` (`(c1 = ? AND c2 = ?)`) for one row,
+ * else the dialect's list bound as one parameter (Dialect.equalsAny), so that a search's text is the
+ * same whatever the length of its OR lists and the database keeps one prepared statement for them all.
+ */
+export function equalsAny(d: Dialect, columns: readonly string[], rows: readonly (readonly string[])[]): Sql {
+  if (rows.length === 1) return and(columns.map((column, i) => sql`${raw(column)} = ${rows[0][i]}`));
+  const list = d.equalsAny(columns, rows);
+  return new Sql(list.sql, list.params);
 }
 
 /**

@@ -5,7 +5,8 @@
 // with a recheck of the few rows sharing its key. Every condition is over alias `t`.
 import { fullColumn, indexKey, keyFit } from '../tables.js';
 import { escapeLike, prefixUpperBound } from '../values/text.js';
-import { and, list, or, raw, sql } from './fragment.js';
+import type { Dialect } from '../../storage/sql/dialect.js';
+import { and, equalsAny, or, raw, sql } from './fragment.js';
 import type { Sql } from './fragment.js';
 
 const key = (column: string): Sql => raw(`t.${column}`);
@@ -20,13 +21,39 @@ export function keyEquals(column: string, value: string): Sql {
   return and([sql`${key(column)} = ${indexKey(value)}`, sql`${full(column)} = ${value}`]);
 }
 
-/** The stored value is one of `values` (an IN list for the short ones). */
-export function keyIn(column: string, values: readonly string[]): Sql {
-  const short = values.filter((value) => keyFit(value) === 'short');
-  const others = values.filter((value) => keyFit(value) !== 'short');
-  const conditions = others.map((value) => keyEquals(column, value));
-  if (short.length === 1) conditions.unshift(sql`${key(column)} = ${short[0]}`);
-  else if (short.length > 1) conditions.unshift(sql`${key(column)} IN ${list(short)}`);
+/**
+ * The row's `columns` (over alias `t`) hold one of `rows` (a value per column, whole), every column
+ * keyed but those in `plain`. One value list (fragment.ts equalsAny: one bound parameter, whatever its
+ * length) for the rows whose keyed values are shorter than a key, which are their keys; for the others
+ * (rare) a list of their keys, the index search, and a list of their whole values to recheck. The
+ * statement text so depends on which of the two kinds a search has, never on how many.
+ */
+export function keyIn(
+  d: Dialect,
+  columns: readonly string[],
+  rows: readonly (readonly string[])[],
+  plain: readonly string[] = [],
+): Sql {
+  const keyed = columns.map((column) => !plain.includes(column));
+  if (rows.length === 1) {
+    return and(
+      rows[0].map((value, i) => (keyed[i] ? keyEquals(columns[i], value) : sql`${key(columns[i])} = ${value}`)),
+    );
+  }
+  const isShort = (row: readonly string[]) => row.every((value, i) => !keyed[i] || keyFit(value) === 'short');
+  const short = rows.filter(isShort);
+  const others = rows.filter((row) => !isShort(row));
+  const keys = columns.map((column) => `t.${column}`);
+  const conditions: Sql[] = [];
+  if (short.length > 0) conditions.push(equalsAny(d, keys, short));
+  if (others.length > 0) {
+    // A whole value is its key when the full column is NULL (a value of exactly a key's length too).
+    const wholes = columns.map((column, i) =>
+      keyed[i] ? `COALESCE(t.${fullColumn(column)}, t.${column})` : `t.${column}`,
+    );
+    const otherKeys = others.map((row) => row.map((value, i) => (keyed[i] ? indexKey(value) : value)));
+    conditions.push(and([equalsAny(d, keys, otherKeys), equalsAny(d, wholes, others)]));
+  }
   return or(conditions);
 }
 

@@ -221,3 +221,30 @@ describe('transactionLock', () => {
     expect(sqliteDialect.transactionLock).toBeUndefined();
   });
 });
+
+describe('equalsAny', () => {
+  const rows = [
+    ['a"b', 'x'],
+    ['c\\d', '{y}'],
+  ];
+  it('SQLite: one JSON array, elements by position for a tuple', () => {
+    expect(sqliteDialect.equalsAny(['t.c'], rows)).toEqual({
+      sql: 't.c IN (SELECT value FROM json_each(?))',
+      params: ['["a\\"b","c\\\\d"]'],
+    });
+    expect(sqliteDialect.equalsAny(['t.c', 't.s'], rows)).toEqual({
+      sql: '(t.c, t.s) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))',
+      params: [JSON.stringify(rows)],
+    });
+  });
+  it('PostgreSQL: one text array per column', () => {
+    expect(postgresDialect.equalsAny(['t.c'], rows)).toEqual({
+      sql: 't.c = ANY(?::text[])',
+      params: ['{"a\\"b","c\\\\d"}'],
+    });
+    expect(postgresDialect.equalsAny(['t.c', 't.s'], rows)).toEqual({
+      sql: '(t.c, t.s) IN (SELECT * FROM unnest(?::text[], ?::text[]))',
+      params: ['{"a\\"b","c\\\\d"}', '{"x","{y}"}'],
+    });
+  });
+});

@@ -117,6 +117,15 @@ export interface Dialect {
   readonly jsonIntegers: string;
   /** A subquery (one `?`: a JSON array of strings) yielding each string. */
   readonly jsonTexts: string;
+  /**
+   * `columns` equal to one of `rows` (tuples of texts, one per column), in a text that is the same
+   * whatever the number of rows and whatever they hold: the rows are bound as one JSON array on SQLite
+   * (`IN (SELECT value FROM json_each(?))`, each element looked up in the index), one array per column on
+   * PostgreSQL (`= ANY(?::text[])`, or `IN` an `unnest` of several, which the planner sizes from the
+   * arrays). Each distinct statement text is a prepared statement the database keeps, so a text that
+   * grew with an OR list made every search a new one (docs/search.md, "Memory").
+   */
+  equalsAny(columns: readonly string[], rows: readonly (readonly string[])[]): { sql: string; params: SqlValue[] };
   /** Statements deleting every row of `pk` from each table. */
   deleteByPk(tables: readonly string[], pk: number): { sql: string; params: SqlValue[] }[];
   /**
@@ -312,6 +321,13 @@ export const sqliteDialect: Dialect = {
   reclaimSpace: () => undefined,
   jsonIntegers: 'SELECT value FROM json_each(?)',
   jsonTexts: 'SELECT value FROM json_each(?)',
+  equalsAny: (columns, rows) =>
+    columns.length === 1
+      ? { sql: `${columns[0]} IN (SELECT value FROM json_each(?))`, params: [JSON.stringify(rows.map((r) => r[0]))] }
+      : {
+          sql: `(${columns.join(', ')}) IN (SELECT ${columns.map((_, i) => `value ->> ${i}`).join(', ')} FROM json_each(?))`,
+          params: [JSON.stringify(rows)],
+        },
   insertNewResources(creates) {
     return {
       insert: sqliteInserts(
@@ -379,6 +395,13 @@ export const postgresDialect: Dialect = {
   probeSuffix: ' OFFSET 0',
   jsonIntegers: 'SELECT jsonb_array_elements_text(?::jsonb)::bigint',
   jsonTexts: 'SELECT jsonb_array_elements_text(?::jsonb)',
+  equalsAny: (columns, rows) => ({
+    sql:
+      columns.length === 1
+        ? `${columns[0]} = ANY(?::text[])`
+        : `(${columns.join(', ')}) IN (SELECT * FROM unnest(${columns.map(() => '?::text[]').join(', ')}))`,
+    params: columns.map((_, c) => pgArrayLiteral(rows, c)),
+  }),
   insertNewResources(creates) {
     const history = `, h AS (INSERT INTO resource_history (pk, type, id, version, last_updated, operation, content) SELECT pk, type, id, version, last_updated, 'create', content FROM r)`;
     if (creates.length === 1) {

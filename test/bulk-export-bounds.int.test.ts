@@ -269,8 +269,9 @@ describe.each(BACKENDS)('export downloads on %s', (backend) => {
     await sleep(1500);
     const grown = process.memoryUsage().rss - baseline;
     expect(await connections()).toBe(idle + 40);
-    // 40 paused downloads of a 16 MB file: a bounded buffer each, never the file (before: ~1-16 MB each).
-    expect(grown, `RSS grew ${Math.round(grown / 1e6)} MB`).toBeLessThan(40 * 1024 * 1024);
+    // 40 paused downloads of a 16 MB file: a bounded buffer each, never the file (before: ~1-16 MB each,
+    // 106-177 MB in all). The bound leaves room for the heap's own growth on a loaded machine (45 MB seen).
+    expect(grown, `RSS grew ${Math.round(grown / 1e6)} MB`).toBeLessThan(64 * 1024 * 1024);
     // Dropped once they have read nothing for AMBIENT_DOWNLOAD_IDLE_TIMEOUT_MS.
     await waitFor(async () => (await connections()) === idle, IDLE_MS + 10_000);
     expect(await connections()).toBe(idle);

@@ -42,7 +42,7 @@ if (unavailable) console.warn(`power-cut suite skipped: ${unavailable}`);
 
 const FULL = Boolean(process.env.AMBIENT_FULL_TESTS);
 const SEED = Number(process.env.POWERCUT_SEED ?? Math.floor(Math.random() * 2 ** 31));
-const WRITE_CUTS = Number(process.env.POWERCUT_WRITE_CUTS ?? (FULL ? 40 : 3));
+const WRITE_CUTS = Number(process.env.POWERCUT_WRITE_CUTS ?? (FULL ? 16 : 3));
 const CLIENTS = 6;
 /** A cut comes before the k-th write of a round, k drawn from 1..MAX_WRITES_BEFORE_CUT. */
 const MAX_WRITES_BEFORE_CUT = 400;

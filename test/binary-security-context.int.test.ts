@@ -1,4 +1,4 @@
-// Binary.securityContext (https://hl7.org/fhir/R4/binary.html, CONTRACT.md): a Binary with one is read
+// Binary.securityContext (https://hl7.org/fhir/R4/binary.html, docs/api.md): a Binary with one is read
 // only by a caller who may read what it points to, on every path that returns its content (read, vread,
 // search, include, history, Bundle entries), and writing one that points at X needs read access to X.
 // Over HTTP on both databases, with a Binary-only account as the attacker.

@@ -4,7 +4,7 @@
 // write names the token, so a worker that lost its job (lease expired, or the job was cancelled and
 // deleted) can no longer change anything. Output chunks are recorded in the same transaction as the
 // progress that accounts for them, so a resumed job neither loses nor repeats a resource. Each account's
-// exports are bounded (CONTRACT.md): so many unfinished, so many stored bytes (`bytes`, counted as each
+// exports are bounded (docs/api.md): so many unfinished, so many stored bytes (`bytes`, counted as each
 // chunk is saved, running exports included).
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
@@ -119,7 +119,7 @@ export interface ExportLimits {
   readonly maxBytesPerAccount: number;
 }
 
-/** CONTRACT.md's defaults. */
+/** docs/api.md's defaults. */
 export const DEFAULT_LIMITS: ExportLimits = { maxActive: 3, maxBytesPerAccount: 1024 ** 3 };
 
 /** Retry-After when no kept export of the account expires sooner (only unfinished ones hold the bound). */

@@ -254,7 +254,7 @@ export class ExportRunner {
   }
 
   /**
-   * Which Binaries the job may export (CONTRACT.md: one with a securityContext only to a caller who may
+   * Which Binaries the job may export (docs/api.md: one with a securityContext only to a caller who may
    * read what it points at), asked anew for each page so that scopes the account lost since the
    * kick-off apply. Decided on each version as exported (the one at transactionTime), parsed as it
    * streams: a later change of its securityContext does not decide what an earlier version shows.

@@ -50,7 +50,7 @@ export function mayReadBinary(request: FhirRequest, content: string | Record<str
 }
 
 /**
- * A Binary with a securityContext is read only by a caller who may read what it points to (CONTRACT.md):
+ * A Binary with a securityContext is read only by a caller who may read what it points to (docs/api.md):
  * 403 otherwise. Writing one that points at X needs read access to X's type, so that no one attaches
  * content to, or takes it from, records it may not see.
  */

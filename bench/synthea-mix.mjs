@@ -1,5 +1,5 @@
 // The Synthea part of `npm run bench`: how fast `import` loads the Synthea fixtures (through the API's
-// write path), then p50/p99 of a fixed search mix over that data: SPEC.md's searches, name, identifier,
+// write path), then p50/p99 of a fixed search mix over that data: the specification's searches, name, identifier,
 // token, date, reference, chain, _has, include and sorted paging.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

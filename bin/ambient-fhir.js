@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The command line of ambient-fhir (CONTRACT.md): `node bin/ambient-fhir.js <command>`.
+// The command line of ambient-fhir (docs/api.md): `node bin/ambient-fhir.js <command>`.
 // It runs the compiled code in dist/, which `npm install` builds (the prepare script).
 import { existsSync } from 'node:fs';
 

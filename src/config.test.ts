@@ -4,7 +4,7 @@ import type { NetworkInterfaceInfo } from 'node:os';
 import { ConfigError, knownVariables, levenshtein, loadConfig, redactUrl, wildcardPublicHost } from './config.js';
 
 describe('loadConfig', () => {
-  it('applies the CONTRACT.md defaults and freezes the result', () => {
+  it('applies the docs/api.md defaults and freezes the result', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({
       host: '127.0.0.1',

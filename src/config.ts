@@ -1,4 +1,4 @@
-// The one place that reads the environment (CONTRACT.md "Running it"). Everything else receives the
+// The one place that reads the environment (docs/api.md "Running it"). Everything else receives the
 // frozen Config object, so tests can build an app from any configuration without touching process.env.
 import { isIP } from 'node:net';
 import { hostname as osHostname, networkInterfaces as osNetworkInterfaces } from 'node:os';
@@ -27,7 +27,7 @@ export interface Config {
   readonly logLevel: string;
   readonly tlsCertFile: string | undefined;
   readonly tlsKeyFile: string | undefined;
-  /** AMBIENT_FHIR_STANDARD_STATUS=1: 400/422 for invalid resources instead of SPEC.md's 401. */
+  /** AMBIENT_FHIR_STANDARD_STATUS=1: 400/422 for invalid resources instead of the specification's 401. */
   readonly fhirStandardStatus: boolean;
   /** Origins allowed by CORS; empty means CORS is off, ['*'] allows any origin. */
   readonly corsOrigins: readonly string[];

@@ -36,7 +36,7 @@ export const ERROR_CATALOG = {
   'resource-deleted': { status: 410, issueType: 'deleted', oauthError: 'not_found' },
   'method-not-allowed': { status: 405, issueType: 'not-supported', oauthError: 'invalid_request' },
   'not-acceptable': { status: 406, issueType: 'not-supported', oauthError: 'invalid_request' },
-  // 400, not 501: CONTRACT.md allows either, and a 5xx reads as a server fault to clients and monitors.
+  // 400, not 501: docs/api.md allows either, and a 5xx reads as a server fault to clients and monitors.
   'operation-not-supported': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
   'version-conflict': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
   'referenced-by-others': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },

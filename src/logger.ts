@@ -32,7 +32,7 @@ export function requestLogFields(request: LoggedRequest): Record<string, unknown
 export const LOG_SERIALIZERS = { req: requestLogFields };
 
 /**
- * JSON lines on stdout (CONTRACT.md), or on `destination` (tests). Request logs carry method, path and
+ * JSON lines on stdout (docs/api.md), or on `destination` (tests). Request logs carry method, path and
  * status only: query strings, headers and bodies are never logged, and these paths are censored should
  * a log call ever include them.
  */

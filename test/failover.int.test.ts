@@ -1,4 +1,4 @@
-// Failover for real (CONTRACT.md "replicas, failover"): a primary and a synchronous streaming standby
+// Failover for real (docs/api.md "replicas, failover"): a primary and a synchronous streaming standby
 // on their own ports, DATABASE_URL naming both in libpq's form; the primary is stopped as in a crash,
 // the standby promoted. Every acknowledged write must be there afterwards, writes in flight must fail
 // cleanly (503 + Retry-After), reads are retried, and service resumes within seconds.

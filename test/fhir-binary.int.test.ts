@@ -207,7 +207,7 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
     const raw = await get(`/fhir/Binary/${resource.json().id}`);
     expect(raw.headers['content-type']).toBe('text/csv');
     expect(raw.body).toBe('a,b\n1,2\n');
-    // An invalid Binary resource is still refused as one (401 by CONTRACT.md), not stored as content.
+    // An invalid Binary resource is still refused as one (401 by docs/api.md), not stored as content.
     const invalid = await send('POST', '/fhir/Binary', JSON.stringify({ resourceType: 'Binary' }), {
       'content-type': 'application/fhir+json',
     });

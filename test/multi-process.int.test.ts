@@ -1,4 +1,4 @@
-// Several server processes as one service (CONTRACT.md "processes"): `serve --workers N` on one port,
+// Several server processes as one service (docs/api.md "processes"): `serve --workers N` on one port,
 // and separate processes (hosts) on one database behind a front. The end-to-end suites also run
 // against two processes as the `processes` vitest project (vitest.config.ts).
 import { spawnSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// The scribe records API through HTTP as a client sees it (CONTRACT.md "Scribe"), on both databases, with
+// The scribe records API through HTTP as a client sees it (docs/api.md "Scribe"), on both databases, with
 // the built-in note generator: create (JSON, multipart, URL-encoded), every 4xx, privacy between accounts,
 // paging, templates, completion, and the note filed as a DocumentReference in the FHIR store.
 import { randomUUID } from 'node:crypto';

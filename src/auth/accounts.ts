@@ -116,7 +116,7 @@ function toAccount(row: AccountRow): Account {
   };
 }
 
-/** The account as the CLI prints it (CONTRACT.md): never the password or its hash. */
+/** The account as the CLI prints it (docs/api.md): never the password or its hash. */
 export function accountJson(account: Account): Record<string, unknown> {
   return {
     id: account.id,

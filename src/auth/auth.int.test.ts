@@ -132,7 +132,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
   });
 
   describe('token endpoint', () => {
-    it('issues an ES256 JWT with the claims of CONTRACT.md, verifiable with the JWKS', async () => {
+    it('issues an ES256 JWT with the claims of docs/api.md, verifiable with the JWKS', async () => {
       const { account, password } = await newAccount();
       const res = await login(app, { username: account.username, password, grant_type: 'password' });
       expect(res.statusCode).toBe(200);

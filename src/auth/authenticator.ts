@@ -23,7 +23,7 @@ import type { TokenService, VerifiedToken } from './tokens.js';
 export const WWW_AUTHENTICATE = 'Bearer error="invalid_token"';
 
 /**
- * CONTRACT.md and SPEC.md ask for exactly `Bearer <token>`: the scheme as written (not case-insensitive as
+ * docs/api.md and the specification ask for exactly `Bearer <token>`: the scheme as written (not case-insensitive as
  * RFC 7235 would allow), one space, a compact JWS, nothing more.
  */
 const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;

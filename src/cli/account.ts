@@ -1,4 +1,4 @@
-// `ambient-fhir account <verb>`: service-account administration (CONTRACT.md "Service accounts"). A thin
+// `ambient-fhir account <verb>`: service-account administration (docs/api.md "Service accounts"). A thin
 // shell around auth/accounts.ts: parse arguments, open DATABASE_URL, call the store, print JSON.
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// `ambient-fhir keys <verb>`: the JWT signing keys (CONTRACT.md). `rotate` adds a key that signs every
+// `ambient-fhir keys <verb>`: the JWT signing keys (docs/api.md). `rotate` adds a key that signs every
 // new token from then on, in every server process on the database; tokens signed by older keys stay
 // valid until they expire, because every key in use stays published and trusted. `retire` takes an older
 // key out of use: its tokens are refused from the next request on.

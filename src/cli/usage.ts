@@ -1,5 +1,5 @@
 // The usage of every command, and the one preamble that answers `--help` / `-h` and a missing or unknown
-// verb before a command does anything (CONTRACT.md: `--help` on every command and subcommand prints its
+// verb before a command does anything (docs/api.md: `--help` on every command and subcommand prints its
 // usage and exits 0, starting nothing; a wrong use prints it on stderr and exits 2).
 import type { CliIo } from './command.js';
 

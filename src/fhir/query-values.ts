@@ -5,7 +5,7 @@ import { AppError } from '../errors.js';
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 1000;
 
-/** _count: default 20, above 1000 served as 1000, 0 allowed (CONTRACT.md). */
+/** _count: default 20, above 1000 served as 1000, 0 allowed (docs/api.md). */
 export function parseCount(raw: string | undefined): number {
   if (raw === undefined || raw === '') return DEFAULT_PAGE_SIZE;
   if (!/^[0-9]{1,9}$/.test(raw)) {

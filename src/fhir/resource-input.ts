@@ -7,7 +7,7 @@ import type { FhirRequest, FhirServices } from './services.js';
 
 /**
  * Checks a request body that should be a resource of `type`: 400 when it is not a JSON object of that
- * type (or carries another id than the URL's), then the R4 validation (401 by CONTRACT.md, or 400/422
+ * type (or carries another id than the URL's), then the R4 validation (401 by docs/api.md, or 400/422
  * with AMBIENT_FHIR_STANDARD_STATUS=1), then what its references may point at (access.ts). Nothing is
  * stored unless this returns.
  */

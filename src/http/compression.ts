@@ -1,4 +1,4 @@
-// Response compression (CONTRACT.md "Running it"): gzip or br when the client's Accept-Encoding allows,
+// Response compression (docs/api.md "Running it"): gzip or br when the client's Accept-Encoding allows,
 // through @fastify/compress. Registered before any route, so every route's replies pass through it: FHIR
 // replies (sent as pre-serialised strings), errors, the scribe and auth APIs. Measured costs and the
 // choice of levels: docs/benchmarks.md "Compression".

@@ -30,7 +30,7 @@ function fromFastifyError(error: FastifyError): AppError {
   return new AppError('internal', 'Internal server error');
 }
 
-/** Paths whose errors use the OAuth 2.0 error shape (CONTRACT.md) instead of an OperationOutcome. */
+/** Paths whose errors use the OAuth 2.0 error shape (docs/api.md) instead of an OperationOutcome. */
 export function usesOAuthErrors(url: string): boolean {
   return url.startsWith('/v1/') || url.startsWith('/.well-known/');
 }

@@ -80,7 +80,7 @@ function quality(ranges: readonly MediaRange[], mediaType: string): number {
 }
 
 /**
- * JSON only (CONTRACT.md): `_format` asking for anything but JSON is 406, and so is, without `_format`
+ * JSON only (docs/api.md): `_format` asking for anything but JSON is 406, and so is, without `_format`
  * (which overrides Accept, https://hl7.org/fhir/R4/http.html#mime-type), an Accept header that admits
  * no JSON form. No Accept, or an empty one, means anything.
  */

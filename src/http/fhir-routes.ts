@@ -499,7 +499,7 @@ export function unmatchedFhirRequest(path: string, isResourceType: (name: string
 
 /**
  * An operation (`$name`, https://hl7.org/fhir/R4/operations.html) the server lacks, at the system,
- * type or instance level: 400 not-supported naming it (CONTRACT.md). `$validate` on a type or an
+ * type or instance level: 400 not-supported naming it (docs/api.md). `$validate` on a type or an
  * instance is served (its other methods are 405, from unmatchedFhirRequest); a path under a name that
  * is no resource type is left to the unknown-type answer.
  */

@@ -1,4 +1,4 @@
-// Request ids (CONTRACT.md "Running it"): a well-formed incoming `X-Request-Id` is kept, so that a proxy's
+// Request ids (docs/api.md "Running it"): a well-formed incoming `X-Request-Id` is kept, so that a proxy's
 // or a client's id follows the request through our logs; anything else (absent, too long, characters that
 // could forge log fields or headers) is replaced by a fresh UUID. The id is echoed in the response header
 // and carried by every log line of the request as `req_id`.

@@ -1,4 +1,4 @@
-// Prometheus metrics (CONTRACT.md "Running it"; each metric is described in docs/operations.md). One
+// Prometheus metrics (docs/api.md "Running it"; each metric is described in docs/operations.md). One
 // registry per app (tests build many apps in one process), served by a listener of its own on
 // HOST:AMBIENT_METRICS_PORT, started when the app is ready and stopped when it closes. Labels are bounded:
 // route patterns, never raw paths; interaction names; status codes; no ids.

@@ -73,7 +73,7 @@ function fromRow(row: RecordRow): ScribeRecord {
   };
 }
 
-/** A record as the API answers it (CONTRACT.md "Scribe"). */
+/** A record as the API answers it (docs/api.md "Scribe"). */
 export function recordJson(record: ScribeRecord): Record<string, unknown> {
   return {
     scribe_id: record.id,

@@ -1,4 +1,4 @@
-// The scribe records API (CONTRACT.md "Scribe"), as one encapsulated Fastify plugin: the routes, their
+// The scribe records API (docs/api.md "Scribe"), as one encapsulated Fastify plugin: the routes, their
 // body parsers (multipart lives only here), and the worker pool, started when the app is ready and stopped
 // (its jobs given back to the queue) when it closes. Errors have the OAuth shape, as on every /v1/ path.
 import multipart from '@fastify/multipart';

@@ -1,4 +1,4 @@
-// JSON Schemas of the scribe API's answers (CONTRACT.md "Scribe"): Fastify serialises the responses with
+// JSON Schemas of the scribe API's answers (docs/api.md "Scribe"): Fastify serialises the responses with
 // them, so a field can neither go missing nor leak in by accident.
 
 const nullableString = { type: ['string', 'null'] } as const;

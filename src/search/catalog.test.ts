@@ -46,7 +46,7 @@ describe('search parameter catalog', () => {
     expect(spId('Patient', 'name')).toBe(spId('Patient', 'name'));
   });
 
-  it("adds SPEC.md's Encounter _length and lists it in the CapabilityStatement", () => {
+  it("adds the specification's Encounter _length and lists it in the CapabilityStatement", () => {
     const capabilities = catalog.capabilities('Encounter');
     expect(capabilities.find((c) => c.name === '_length')).toMatchObject({ type: 'number' });
     expect(capabilities.find((c) => c.name === 'patient')).toMatchObject({

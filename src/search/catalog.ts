@@ -1,6 +1,6 @@
 // The search parameters the engine serves, per resource type: every R4 SearchParameter from the
 // registry with its FHIRPath expression compiled once (on first use of the type), its handler (one
-// module per parameter type, params/*.ts) and its `sp` id, plus SPEC.md's Encounter `_length`.
+// module per parameter type, params/*.ts) and its `sp` id, plus the specification's Encounter `_length`.
 //
 // `sp` is a 48-bit hash of `ResourceType.code`: index rows carry it instead of the type and code, so
 // every index key is short and starts with the parameter (one B-tree range per search), and it is stable
@@ -64,7 +64,7 @@ export interface CatalogParam {
   readonly targets: readonly string[];
   readonly definition?: SearchParameterDefinition;
   readonly documentation?: string;
-  /** For index parameters: the values to index (compiled FHIRPath, or SPEC.md's `_length`). */
+  /** For index parameters: the values to index (compiled FHIRPath, or the specification's `_length`). */
   readonly extract?: (root: Node, ctx: ExtractContext) => readonly Node[];
   readonly components?: readonly CompositeComponent[];
 }
@@ -87,7 +87,7 @@ const COMPONENT_TYPE_FIXES: Record<string, readonly SearchParameterType[]> = {
 
 /**
  * Parameters this server does not answer (reported as unsupported; 400 with handling=strict): full text
- * (SPEC.md: not used), and `phonetic`, whose sound-alike matching would be fuzzy matching (SPEC.md:
+ * (the specification: not used), and `phonetic`, whose sound-alike matching would be fuzzy matching (the specification:
  * unsupported); indexing it as plain names would only cost writes.
  */
 const UNSUPPORTED_CODES = new Set([
@@ -314,7 +314,7 @@ function extractParam(param: CatalogParam, nodes: readonly Node[], ctx: ExtractC
 const DAY_MS = 86_400_000;
 
 /**
- * SPEC.md's Encounter `_length`: the encounter's duration in days, from `Encounter.length` (converted
+ * the specification's Encounter `_length`: the encounter's duration in days, from `Encounter.length` (converted
  * from any UCUM time unit) or, where that is absent, from a `period` with both a start and an end.
  */
 function encounterLengthParam(catalog: SearchCatalog): CatalogParam {

@@ -1,4 +1,4 @@
-// Paging cursors (CONTRACT.md: keyset paging, opaque and tamper-proof page tokens). A cursor holds the
+// Paging cursors (docs/api.md: keyset paging, opaque and tamper-proof page tokens). A cursor holds the
 // keyset position (the sort values and pk of the row next to the page boundary) and the direction,
 // and is signed with HMAC-SHA256 over itself and the normalised query, so it can be neither altered
 // nor replayed on another query. The key lives in the database (table search_key, created by

@@ -115,7 +115,7 @@ export function searchBudget(request: FhirRequest, limitMs: number): ReadBudget 
   return request.budget ?? { deadline: performance.now() + limitMs, limitMs };
 }
 
-/** A search stopped at its budget is the client's 422 `too-costly` (CONTRACT.md), naming the budget. */
+/** A search stopped at its budget is the client's 422 `too-costly` (docs/api.md), naming the budget. */
 function tooCostly(error: unknown): never {
   if (error instanceof BudgetExceededError) {
     throw new AppError(

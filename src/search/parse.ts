@@ -1,4 +1,4 @@
-// Stage 1 of the search pipeline (STYLE.md §5): the query's name/value pairs → a typed SearchRequest.
+// Stage 1 of the search pipeline (the style notes §5): the query's name/value pairs → a typed SearchRequest.
 // Pure: no registry, no database. It reads the syntax of https://hl7.org/fhir/R4/search.html
 // (modifiers, chains `a:T.b`, `_has:T:ref:param`, comma ORs with `\,` escapes, the result parameters)
 // and leaves the meaning (does the parameter exist? does the modifier apply?) to plan.ts.

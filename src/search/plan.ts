@@ -179,7 +179,7 @@ export function planSearch(request: SearchRequest, types: readonly string[], ctx
     try {
       sort.push(planSort(key.code, key.descending, types, ctx));
     } catch (error) {
-      // An order the client asked for and would not get is an error, not a warning (CONTRACT.md).
+      // An order the client asked for and would not get is an error, not a warning (docs/api.md).
       if (!(error instanceof Unknown)) throw error;
       throw invalid('_sort', `_sort: ${error.message}`);
     }

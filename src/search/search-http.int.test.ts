@@ -1,5 +1,5 @@
 // Search end to end through HTTP with real tokens (assembleApp + app.inject), on both databases: the
-// SPEC.md examples, POST _search, system search, strict and lenient handling, paging links, and scopes.
+// the specification examples, POST _search, system search, strict and lenient handling, paging links, and scopes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../../test/support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from '../../test/support/test-app.js';
@@ -91,7 +91,7 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
 
   afterAll(async () => t?.close());
 
-  it('answers the SPEC.md examples', async () => {
+  it('answers the the specification examples', async () => {
     const practitioner = `Practitioner/${ids.practitioner}`;
     for (const url of [
       `/fhir/Encounter?participant=${ids.practitioner}`,

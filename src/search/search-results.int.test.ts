@@ -137,7 +137,7 @@ describe.each(BACKENDS)('search results on %s', (backend) => {
       const none = await env.search('Patient', '_count=0&_total=accurate');
       expect(none.entry ?? []).toHaveLength(0);
       expect(none.total).toBe(6);
-      // Without _total too: _count=0 asks for the total (CONTRACT.md).
+      // Without _total too: _count=0 asks for the total (docs/api.md).
       const totalOnly = await env.search('Patient', '_count=0');
       expect(totalOnly.entry ?? []).toHaveLength(0);
       expect(totalOnly.total).toBe(6);

@@ -280,7 +280,7 @@ export const ROWS: readonly Row[] = [
   ['Condition', `onset-age=gt30|${UCUM}|a`, 'c1'],
   ['Condition', `onset-age=480|${UCUM}|mo`, 'c1'],
 
-  // --- SPEC.md's Encounter _length (days, from length or period) --------------------------------
+  // --- the specification's Encounter _length (days, from length or period) --------------------------------
   ['Encounter', '_length=ge3', 'e2 e3'],
   ['Encounter', '_length=gt3', 'e3'],
   ['Encounter', '_length=3', 'e2'],

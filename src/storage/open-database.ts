@@ -2,7 +2,7 @@ import { PostgresDatabase } from './postgres/postgres-database.js';
 import type { SqlDatabase } from './sql/database.js';
 import { SqliteDatabase } from './sqlite/sqlite-database.js';
 
-/** Opens the database DATABASE_URL names (CONTRACT.md: sqlite:<path>, sqlite::memory:, postgres://...). */
+/** Opens the database DATABASE_URL names (docs/api.md: sqlite:<path>, sqlite::memory:, postgres://...). */
 export function openDatabase(
   databaseUrl: string,
   options: {

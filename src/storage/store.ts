@@ -1,4 +1,4 @@
-// The storage interface every FHIR interaction talks to (STYLE.md principle 2). One implementation,
+// The storage interface every FHIR interaction talks to (the style notes principle 2). One implementation,
 // SqlResourceStore, serves both SQLite and PostgreSQL through the SqlDatabase interface, so no query is
 // written twice.
 

@@ -52,7 +52,7 @@ export function describeRequest(method: string, url: string, payload?: string | 
 
 /**
  * Any answer but a server error: below 500, and on /fhir an error is an OperationOutcome with the
- * catalog code of the error (CONTRACT.md), as application/fhir+json.
+ * catalog code of the error (docs/api.md), as application/fhir+json.
  */
 export function expectAnswered(res: LightMyRequestResponse, request: string): void {
   const logged = res.statusCode >= 500 ? `\nserver log:\n${drainErrors()}` : '';

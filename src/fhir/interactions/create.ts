@@ -21,7 +21,7 @@ export async function createInteraction(
   options: CreateOptions = {},
 ): Promise<FhirResponse> {
   requireAccess(request, 'create', type);
-  // The server assigns the id: whatever id the client sent is ignored (CONTRACT.md).
+  // The server assigns the id: whatever id the client sent is ignored (docs/api.md).
   const resource = acceptResource(request, type, body);
   const { store } = request.services;
   if (options.ifNoneExist === undefined) {

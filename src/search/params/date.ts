@@ -9,7 +9,7 @@
 //   lt  lo < s                     (the target extends before it)
 //   ge  gt or eq                   le  lt or eq
 //   sa  lo >= e (starts after)     eb  hi <= s (ends before)
-//   sb  lo < s (SPEC.md: the target starts before the search range starts)
+//   sb  lo < s (the specification: the target starts before the search range starts)
 //   ap  the ranges overlap once the search range is widened by 10% of its distance from now
 import type { Node } from '../fhirpath/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';

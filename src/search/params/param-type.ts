@@ -1,4 +1,4 @@
-// What every search-parameter type implements (STYLE.md principle 6, after Blaze): extraction of index
+// What every search-parameter type implements (the style notes principle 6, after Blaze): extraction of index
 // rows at write time and the SQL row condition at search time live side by side in one module per type
 // (string.ts, token.ts, date.ts, number.ts, quantity.ts, reference.ts, uri.ts), so they cannot drift.
 import type { SearchParameterType } from '../../definitions/registry.js';

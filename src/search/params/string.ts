@@ -2,7 +2,7 @@
 // per string value; a HumanName or Address gives one row per part and one for its whole text, so
 // `name=john sm` and `name=smi` both match "John Smith". Matching is on `norm` (accents and case
 // removed): default = starts with (an index range), `:exact` = `exact` equal, `:contains` = substring,
-// and SPEC.md's `:not` = no value equals the text (ignoring case and accents; no value at all matches).
+// and the specification's `:not` = no value equals the text (ignoring case and accents; no value at all matches).
 import type { Node } from '../fhirpath/evaluate.js';
 import { or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';

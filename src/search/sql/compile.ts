@@ -582,7 +582,7 @@ export interface SearchShape {
 }
 
 /**
- * A search compiled once into every statement it may run (STYLE.md §5: parse → plan → compile →
+ * A search compiled once into every statement it may run (the style notes §5: parse → plan → compile →
  * execute). Plain data: the executor runs these in order, binding only an include's frontier, and never
  * calls back into the compiler, so the work can be shipped to the read workers as it is.
  */
@@ -631,7 +631,7 @@ export function compileSearchStatements(plan: Plan, dialect: Dialect, shape: Sea
   return {
     page,
     pageLimit,
-    // `_count=0` asks for the total only (CONTRACT.md): counted unless the client said otherwise.
+    // `_count=0` asks for the total only (docs/api.md): counted unless the client said otherwise.
     count:
       shape.total === 'accurate' || (shape.count === 0 && shape.total === undefined)
         ? compileCount(plan, dialect)

@@ -1,5 +1,5 @@
 // The SQL builder: a statement is a tree of fragments, each holding its text with `?` placeholders and
-// its bound values, so no value ever enters SQL text (STYLE.md principle 7). `sql` is a tagged template:
+// its bound values, so no value ever enters SQL text (the style notes principle 7). `sql` is a tagged template:
 // interpolated values become placeholders, interpolated fragments are spliced in with their values.
 import type { SqlValue } from '../../storage/sql/database.js';
 import type { Dialect } from '../../storage/sql/dialect.js';

@@ -1,5 +1,5 @@
 // The one interface both SQL backends implement. Statements are written once, with `?` placeholders;
-// each backend turns them into its own form, so no query is written twice (STYLE.md: one query
+// each backend turns them into its own form, so no query is written twice (the style notes: one query
 // builder, dialect differences in one place: see dialect.ts).
 
 import { performance } from 'node:perf_hooks';

@@ -1,4 +1,4 @@
-// STYLE.md §7: every difference between SQLite and PostgreSQL lives in the Dialect object
+// the style notes §7: every difference between SQLite and PostgreSQL lives in the Dialect object
 // (dialect.ts). Code elsewhere asks the dialect for SQL or a capability; it never asks which
 // database it is on. Tests may (they check backend-specific plans).
 import { readdirSync, readFileSync } from 'node:fs';

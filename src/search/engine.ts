@@ -28,7 +28,7 @@ import type { SearchRequest } from './parse.js';
 import { planSearch } from './plan.js';
 import type { Plan, PlannedCriterion } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
-import { runInTransaction, withTransactionRunner } from './transaction-runner.js';
+import { runBoundedWhereCan, runInTransaction, withTransactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from '../fhir/references.js';
 
 export interface AmbientSearchEngine extends SearchEngine {
@@ -402,11 +402,8 @@ export function createSearchEngine(
     if (candidates.size === 0) return [];
     const statement = compileMatchesAmong(plan, executor.dialect, [...candidates], ahead.limit);
     // The candidates can be large resources (many index rows each): bounded like criteria searched in the
-    // transaction where the database can stop it; without the SQLite extension it runs as before.
-    const bounded = executor.dialect.transactionStatementTimeout !== undefined || executor.queryUntil !== undefined;
-    const rows = bounded
-      ? await runInTransaction(executor, budget, statement)
-      : await executor.query(statement.text, statement.params);
+    // transaction.
+    const rows = await runBoundedWhereCan(executor, budget, statement);
     if (ahead.pks.length >= ahead.limit && rows.length < ahead.limit) throw new StaleMatchesError();
     return rows.map((row) => row.id as string);
   }

@@ -74,6 +74,16 @@ export async function runInTransaction(tx: SqlExecutor, budget: ReadBudget, stat
   );
 }
 
+/**
+ * As runInTransaction where the statement can be bounded there; on SQLite without the interrupt
+ * extension it runs unbounded, as every statement of its writer does (for statements that were always
+ * run there, such as the cheap re-check of criteria on a few candidates, rather than refused).
+ */
+export async function runBoundedWhereCan(tx: SqlExecutor, budget: ReadBudget, statement: Sql): Promise<Row[]> {
+  const bounded = isDatabase(tx) || tx.dialect.transactionStatementTimeout !== undefined || tx.queryUntil !== undefined;
+  return bounded ? runInTransaction(tx, budget, statement) : tx.query(statement.text, statement.params);
+}
+
 async function stoppedAtBudget(tx: SqlExecutor, budget: ReadBudget, query: () => Promise<Row[]>): Promise<Row[]> {
   try {
     return await query();

@@ -303,7 +303,9 @@ describe.skipIf(unavailable)(`power cuts on SQLite (seed ${SEED})`, () => {
         link?: { relation: string; url: string }[];
       };
       for (const entry of bundle.entry ?? []) found.set(entry.resource.id, entry.resource);
-      next = bundle.link?.find((l) => l.relation === 'next')?.url;
+      // The link names the public URL, which for a server on PORT=0 is not where it listens.
+      const link = bundle.link?.find((l) => l.relation === 'next')?.url;
+      next = link && `${url}${new URL(link).pathname}${new URL(link).search}`;
     }
     return found;
   }
@@ -349,7 +351,9 @@ describe.skipIf(unavailable)(`power cuts on SQLite (seed ${SEED})`, () => {
     const cut = await cutImport(url, file, cutAfter, delayMs);
     const { server, headers } = await start(url);
     try {
-      const stored = await bulkPatients(server.url, headers);
+      const stored = await bulkPatients(server.url, headers).catch((error: unknown) => {
+        throw new Error(`search after the cut failed (${String(error)}); server output:\n${server.output()}`);
+      });
       const problems: string[] = [];
       if (stored.size < cut.reported)
         problems.push(`import reported ${cut.reported} resources written, ${stored.size} are there`);

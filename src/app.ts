@@ -17,14 +17,13 @@ import { registerFhirCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { exportRoutes } from './http/export-routes.js';
-import { fhirRoutes, unmatchedFhirRequest } from './http/fhir-routes.js';
+import { assertInRouteTable, fhirRoutes } from './http/fhir-routes.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
-import { VERSION } from './version.js';
 
 export interface AppParts {
   readonly config: Config;
@@ -122,8 +121,10 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     }
   });
 
+  // Every /fhir route is one of the table's (fhir/router.ts), registered with it.
+  app.addHook('onRoute', (route) => assertInRouteTable(route, services.router.routes));
   await auth.registerRoutes(app);
-  await app.register(fhirRoutes, { services, authenticator: auth.authenticator, version: VERSION });
+  await app.register(fhirRoutes, { services, authenticator: auth.authenticator });
   await app.register(exportRoutes, {
     services,
     definitions,
@@ -135,9 +136,10 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];
-    const error = path.startsWith('/fhir/')
-      ? unmatchedFhirRequest(path, (name) => definitions.isResourceType(name))
-      : new AppError('unknown-route', `No endpoint at ${request.method} ${path}`);
+    const error =
+      path === '/fhir' || path.startsWith('/fhir/')
+        ? services.router.unmatched(path)
+        : new AppError('unknown-route', `No endpoint at ${request.method} ${path}`);
     return sendError(request, reply, error);
   });
 

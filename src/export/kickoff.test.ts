@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
-import { isExportPath, kickoffPairs, parseInstant, parseKickoff, parsePrefer, parseTypeFilter } from './kickoff.js';
+import { kickoffPairs, parseInstant, parseKickoff, parsePrefer, parseTypeFilter } from './kickoff.js';
 
 const isResourceType = (name: string) => ['Patient', 'Observation', 'Group'].includes(name);
 const parse = (query: string, lenient = false) =>
@@ -110,19 +110,5 @@ describe('parseInstant', () => {
     expect(parseInstant('_since', '2024-01-31T12:00:00.123+02:00')).toBe(Date.parse('2024-01-31T10:00:00.123Z'));
     expect(() => parseInstant('_since', '2024-13-31T12:00:00Z')).toThrow(AppError);
     expect(() => parseInstant('_since', 'yesterday')).toThrow(AppError);
-  });
-});
-
-describe('isExportPath', () => {
-  it('knows the kick-off, status and file paths, nothing else', () => {
-    expect(isExportPath(['$export'])).toBe(true);
-    expect(isExportPath(['Patient', '$export'])).toBe(true);
-    expect(isExportPath(['Group', 'g1', '$export'])).toBe(true);
-    expect(isExportPath(['_export', 'id'])).toBe(true);
-    expect(isExportPath(['_export', 'id', 'Patient-1.ndjson'])).toBe(true);
-    expect(isExportPath(['Observation', '$export'])).toBe(false);
-    expect(isExportPath(['Patient', 'p1', '$export'])).toBe(false);
-    expect(isExportPath(['$export', 'x'])).toBe(false);
-    expect(isExportPath(['_export'])).toBe(false);
   });
 });

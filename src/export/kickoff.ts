@@ -177,15 +177,3 @@ export function parseKickoff(
   }
   return { since, types, typeFilters, ignored };
 }
-
-/**
- * Is this /fhir path (its segments after /fhir) one of export's: a kick-off (`$export`,
- * `Patient/$export`, `Group/{id}/$export`), a status URL or a file (`_export/{id}[/{file}]`)?
- */
-export function isExportPath(segments: readonly string[]): boolean {
-  const [first, second, third] = segments;
-  if (first === '$export') return segments.length === 1;
-  if (first === '_export') return segments.length === 2 || segments.length === 3;
-  if (first === 'Patient') return segments.length === 2 && second === '$export';
-  return first === 'Group' && segments.length === 3 && third === '$export';
-}

@@ -1,20 +1,32 @@
 // What one entry of a batch or transaction Bundle asks for, parsed from its request.method and
 // request.url (https://hl7.org/fhir/R4/bundle.html#transaction).
 import { AppError } from '../errors.js';
+import { parseETagVersion } from './ids.js';
+import { queryOf } from './query-values.js';
+import { operationNotSupported } from './routing.js';
+import type { CallHeader, FhirRoute, FhirRouter } from './routing.js';
 
-export type EntryAction =
+/** What a Bundle entry asks for, by kind (transaction.ts plans by it), with the route that serves it. */
+export type EntryAction = (
   | { kind: 'create'; type: string; ifNoneExist?: string }
   | { kind: 'update'; type: string; id: string; ifMatch?: number }
   | { kind: 'conditional-update'; type: string; query: string; ifMatch?: number }
   | { kind: 'patch'; type: string; id: string; ifMatch?: number }
   | { kind: 'delete'; type: string; id: string }
   | { kind: 'conditional-delete'; type: string; query: string }
-  | { kind: 'read'; type: string; id: string; ifNoneMatch?: number }
+  | { kind: 'read'; type: string; id: string }
   | { kind: 'vread'; type: string; id: string; versionId: string }
   | { kind: 'search'; type: string; query: string }
   | { kind: 'compartment-search'; compartment: string; id: string; type: string; query: string }
   | { kind: 'history'; type: string; id?: string; query: string }
-  | { kind: 'capabilities' };
+  | { kind: 'capabilities' }
+) & {
+  readonly route: FhirRoute;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: string;
+  /** The entry's request: its ifMatch, ifNoneMatch, ifNoneExist and ifModifiedSince are its headers. */
+  readonly request: EntryRequest;
+};
 
 export interface EntryRequest {
   method?: unknown;
@@ -22,100 +34,73 @@ export interface EntryRequest {
   ifMatch?: unknown;
   ifNoneExist?: unknown;
   ifNoneMatch?: unknown;
+  ifModifiedSince?: unknown;
 }
 
-function version(header: unknown, name: string): number | undefined {
-  if (header === undefined) return undefined;
-  const match = typeof header === 'string' ? /^\s*(?:W\/)?"?([1-9][0-9]{0,9})"?\s*$/.exec(header) : null;
-  if (!match) throw new AppError('bad-request', `${name} must be an ETag like W/"1"`);
-  return Number(match[1]);
+/** Bundle.entry.request's fields by the header each stands for (bundle.html#transaction). */
+const ENTRY_HEADERS: Partial<Record<CallHeader, keyof EntryRequest>> = {
+  'if-match': 'ifMatch',
+  'if-none-match': 'ifNoneMatch',
+  'if-none-exist': 'ifNoneExist',
+  'if-modified-since': 'ifModifiedSince',
+};
+
+/** The value of the entry's field standing for a header (ifNoneExist without a leading `?`). */
+export function entryHeader(request: EntryRequest, name: CallHeader): string | undefined {
+  const field = ENTRY_HEADERS[name];
+  const value = field === undefined ? undefined : request[field];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new AppError('bad-request', `request.${field} must be a string`);
+  return name === 'if-none-exist' ? value.replace(/^\?/, '') : value;
 }
 
-/** Parses an entry's request against our base URL; `isType` says which names are resource types. */
-export function parseEntryRequest(
-  request: EntryRequest | undefined,
-  baseUrl: string,
-  isType: (name: string) => boolean,
-): EntryAction {
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Parses an entry's request against our base URL, to the route (router.ts) that serves it. */
+export function parseEntryRequest(request: EntryRequest | undefined, baseUrl: string, router: FhirRouter): EntryAction {
   if (!request || typeof request !== 'object') throw new AppError('bad-request', 'The entry has no request');
   const method = typeof request.method === 'string' ? request.method.toUpperCase() : '';
+  if (!METHODS.has(method)) {
+    throw new AppError(
+      'bad-request',
+      `request.method must be GET, HEAD, POST, PUT, PATCH or DELETE, got ${JSON.stringify(request.method ?? null)}`,
+    );
+  }
   if (typeof request.url !== 'string' || request.url === '')
     throw new AppError('bad-request', 'The entry has no request.url');
   let url = request.url;
   if (url.startsWith(`${baseUrl}/`)) url = url.slice(baseUrl.length + 1);
   else if (/^[a-z]+:/i.test(url)) throw new AppError('bad-request', `request.url ${url} is not on this server`);
-  url = url.replace(/^\/+/, '');
+  const query = queryOf(url);
   const at = url.indexOf('?');
-  const path = at < 0 ? url : url.slice(0, at);
-  const query = at < 0 ? '' : url.slice(at + 1);
-  const segments = path.split('/').filter((s) => s !== '');
+  const segments = (at < 0 ? url : url.slice(0, at)).split('/').filter((s) => s !== '');
   const operation = segments.find((s) => s.startsWith('$'));
   if (operation !== undefined) throw operationNotSupported(operation, 'in a Bundle entry');
-  if (segments.length === 1 && segments[0] === 'metadata' && (method === 'GET' || method === 'HEAD')) {
-    return { kind: 'capabilities' };
-  }
-  const [type, id, third, vid] = segments;
-  if (!type || !isType(type))
-    throw new AppError('bad-request', `request.url ${request.url} does not name an R4 resource type`);
-  const ifMatch = version(request.ifMatch, 'ifMatch');
-  const shape =
-    segments.length === 1
-      ? 'type'
-      : segments.length === 2
-        ? id === '_history'
-          ? 'type-history'
-          : 'instance'
-        : segments.length === 3 && third === '_history'
-          ? 'instance-history'
-          : segments.length === 4 && third === '_history'
-            ? 'version'
-            : segments.length === 3
-              ? 'compartment'
-              : 'other';
-
-  switch (method) {
-    case 'POST':
-      if (shape === 'type' && query === '') {
-        return {
-          kind: 'create',
-          type,
-          ifNoneExist: typeof request.ifNoneExist === 'string' ? request.ifNoneExist.replace(/^\?/, '') : undefined,
-        };
-      }
-      break;
-    case 'PUT':
-      if (shape === 'instance' && query === '') return { kind: 'update', type, id, ifMatch };
-      if (shape === 'type' && query !== '') return { kind: 'conditional-update', type, query, ifMatch };
-      break;
-    case 'PATCH':
-      if (shape === 'instance' && query === '') return { kind: 'patch', type, id, ifMatch };
-      break;
-    case 'DELETE':
-      if (shape === 'instance' && query === '') return { kind: 'delete', type, id };
-      if (shape === 'type' && query !== '') return { kind: 'conditional-delete', type, query };
-      break;
-    case 'GET':
-    case 'HEAD':
-      if (shape === 'instance')
-        return { kind: 'read', type, id, ifNoneMatch: version(request.ifNoneMatch, 'ifNoneMatch') };
-      if (shape === 'version') return { kind: 'vread', type, id, versionId: vid };
-      if (shape === 'type') return { kind: 'search', type, query };
-      if (shape === 'compartment') return { kind: 'compartment-search', compartment: type, id, type: third, query };
-      if (shape === 'type-history') return { kind: 'history', type, query };
-      if (shape === 'instance-history') return { kind: 'history', type, id, query };
-      break;
-    default:
-      throw new AppError(
-        'bad-request',
-        `request.method must be GET, HEAD, POST, PUT, PATCH or DELETE, got ${JSON.stringify(request.method ?? null)}`,
-      );
-  }
-  throw new AppError('bad-request', `${method} ${request.url} is not an interaction this server supports in a Bundle`);
+  const match = router.match(method, segments);
+  const known =
+    match || segments.length === 0 || router.isResourceType(segments[0]) || router.methodsAt(segments).length > 0;
+  if (!known) throw new AppError('bad-request', `request.url ${request.url} does not name an R4 resource type`);
+  const entry = match?.route.entry;
+  if (!match || !entry || (entry.query === 'none' && query !== '') || (entry.query === 'criteria' && query === ''))
+    throw new AppError(
+      'bad-request',
+      `${method} ${request.url} is not an interaction this server supports in a Bundle`,
+    );
+  const { params } = match;
+  const fields = {
+    type: params.member ?? params.type,
+    id: params.id,
+    versionId: params.vid,
+    compartment: params.member === undefined ? undefined : params.type,
+    ifMatch: entryVersion(request),
+    ifNoneExist: entryHeader(request, 'if-none-exist'),
+  };
+  return { kind: entry.kind, ...fields, route: match.route, params, query, request } as EntryAction;
 }
 
-/** An operation (`$name`) the server does not have where it is asked for: 400 not-supported naming it. */
-export function operationNotSupported(operation: string, where: string): AppError {
-  return new AppError('operation-not-supported', `The operation ${operation} is not supported ${where}`);
+function entryVersion(request: EntryRequest): number | undefined {
+  const value = entryHeader(request, 'if-match');
+  return value === undefined ? undefined : parseETagVersion(value);
 }
 
 /** Transaction processing order (bundle.html#transaction): DELETE, POST, PUT/PATCH, then GET/HEAD. */

@@ -7,6 +7,8 @@ import { LinkWriter } from '../storage/link-writer.js';
 import { SqlResourceStore } from '../storage/sql-resource-store.js';
 import { WritePositions } from '../storage/write-positions.js';
 import { validateResource } from '../validation/validate.js';
+import { FHIR_ROUTES } from './router.js';
+import { FhirRouter } from './routing.js';
 import type { FhirServices } from './services.js';
 
 /** The FHIR layer's services on one database: what the HTTP API and the import command both write through. */
@@ -30,6 +32,7 @@ export function createFhirServices(
     validate: (resource) => validateResource(resource, definitions, search.catalog.references),
     baseUrl: `${config.publicUrl}/fhir`,
     references: search.catalog.references,
+    router: new FhirRouter(FHIR_ROUTES, (name) => definitions.isResourceType(name)),
     writePositions:
       config.databaseReadUrls.length > 0 && db.dialect.writePosition !== undefined ? new WritePositions(db) : undefined,
   };

@@ -23,9 +23,17 @@ export function parseVersionId(raw: string): number {
   return Number(raw);
 }
 
-/** `W/"3"`, `"3"` or `3` → 3; anything else is a bad request. */
+const ETAG = /^\s*(?:W\/)?"?([1-9][0-9]{0,9})"?\s*$/;
+
+/** If-Match: `W/"3"`, `"3"` or `3` → 3; anything else is a bad request. */
 export function parseETagVersion(header: string): number {
-  const match = /^\s*(?:W\/)?"?([1-9][0-9]{0,9})"?\s*$/.exec(header);
+  const match = ETAG.exec(header);
   if (!match) throw new AppError('bad-request', `If-Match must be an ETag like W/"1", got "${header}"`);
   return Number(match[1]);
+}
+
+/** If-None-Match on a read: the version, or undefined for an ETag that is no version of ours (no match). */
+export function weakETagVersion(header: string): number | undefined {
+  const match = ETAG.exec(header);
+  return match ? Number(match[1]) : undefined;
 }

@@ -35,3 +35,14 @@ export function parseInstantParameter(name: string, raw: string): number {
   }
   return ms;
 }
+
+/** A query string's parameters, a repeated one by its last value (history's `_count`, `_since`, ...). */
+export function lastValues(query: string): Record<string, string> {
+  return Object.fromEntries(new URLSearchParams(query));
+}
+
+/** The query string of a URL or request target, without its `?`. */
+export function queryOf(url: string): string {
+  const at = url.indexOf('?');
+  return at < 0 ? '' : url.slice(at + 1);
+}

@@ -6,6 +6,7 @@ import type { IndexWriter, ResourceStore } from '../storage/store.js';
 import type { WritePositions } from '../storage/write-positions.js';
 import type { ReferenceParser } from './references.js';
 import type { FhirResponse } from './response.js';
+import type { FhirRouter } from './routing.js';
 import type { ValidationIssue } from '../validation/validate.js';
 
 /** The R4 knowledge the FHIR layer needs (backed by the compiled definitions, see definitions/). */
@@ -125,6 +126,8 @@ export interface FhirServices {
   readonly baseUrl: string;
   /** Which references name a resource of this server (the parser indexing and validation use). */
   readonly references: ReferenceParser;
+  /** The route table's matcher (router.ts): Bundle entries find their interaction through it. */
+  readonly router: FhirRouter;
   /** Each account's last write position, kept only when searches may read from replicas (DATABASE_READ_URLS). */
   readonly writePositions?: WritePositions;
 }

@@ -12,10 +12,8 @@ const FHIR_XML_TYPES = new Set(['application/fhir+xml', 'application/xml+fhir'])
 
 /** A read or vread of a Binary: GET /fhir/Binary/{id} and /fhir/Binary/{id}/_history/{vid}. */
 export function isBinaryRead(request: FastifyRequest): boolean {
-  const route = request.routeOptions?.url;
   return (
-    (request.method === 'GET' || request.method === 'HEAD') &&
-    (route === '/fhir/:type/:id' || route === '/fhir/:type/:id/_history/:vid') &&
+    request.routeOptions?.config?.fhirRoute?.reply === 'read' &&
     (request.params as { type?: string } | undefined)?.type === 'Binary'
   );
 }

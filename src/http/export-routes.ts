@@ -3,18 +3,20 @@
 // NDJSON files. The thin adapter: the FHIR side lives in export/ (service.ts, runner.ts).
 import { pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { AccountStore } from '../auth/accounts.js';
 import { currentPrincipal } from '../auth/authenticator.js';
 import type { Authenticator } from '../auth/principal.js';
 import type { R4Registry } from '../definitions/registry.js';
-import { AppError, operationOutcomeFor } from '../errors.js';
+import { operationOutcomeFor } from '../errors.js';
 import { patientCompartmentParams } from '../export/compartment.js';
 import { ExportJobs } from '../export/jobs.js';
 import { kickoffPairs, NDJSON, parsePrefer } from '../export/kickoff.js';
 import { ExportRunner } from '../export/runner.js';
 import { ExportService, RETRY_AFTER_SECONDS } from '../export/service.js';
 import type { ExportLevel } from '../export/selection.js';
+import { FHIR_ROUTES } from '../fhir/router.js';
+import { fhirUrl } from '../fhir/routing.js';
 import type { FhirServices } from '../fhir/services.js';
 import type { SearchCatalog } from '../search/catalog.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
@@ -79,34 +81,28 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     return reply.code(202).header('Content-Location', statusUrl(id)).send();
   };
 
-  for (const method of ['GET', 'POST'] as const) {
-    app.route({ method, url: '/fhir/$export', handler: (request, reply) => kickoff(request, reply, 'system') });
+  const served: Record<string, RouteHandlerMethod> = {
+    'export-system': (request, reply) => kickoff(request, reply, 'system'),
+    'export-patient': (request, reply) => kickoff(request, reply, 'patient'),
+    'export-group': (request, reply) => kickoff(request, reply, 'group', (request.params as { id: string }).id),
+    'export-status': (request, reply) => status(request, reply),
+    'export-cancel': (request, reply) => cancel(request, reply),
+    'export-file': (request, reply) => download(request, reply),
+  };
+  for (const route of FHIR_ROUTES.filter((r) => r.name in served)) {
     app.route({
-      method,
-      url: '/fhir/Patient/$export',
-      handler: (request, reply) => kickoff(request, reply, 'patient'),
-    });
-    app.route<{ Params: { id: string } }>({
-      method,
-      url: '/fhir/Group/:id/$export',
-      handler: (request, reply) => kickoff(request, reply, 'group', request.params.id),
+      method: route.method,
+      url: fhirUrl(route),
+      config: { fhirRoute: route },
+      // Files are stored gzip-compressed: sent as stored, or inflated as they go out (download below).
+      ...(route.name === 'export-file' ? { compress: false as const } : {}),
+      handler: served[route.name],
     });
   }
 
-  // The kick-off paths would otherwise fall to the FHIR routes' `/fhir/:type[/:id]` (404 unknown type).
-  for (const url of ['/fhir/$export', '/fhir/Patient/$export', '/fhir/Group/:id/$export']) {
-    app.route({
-      method: ['PUT', 'PATCH', 'DELETE'],
-      url,
-      handler: async (request) => {
-        throw new AppError('method-not-allowed', `$export is kicked off with GET or POST, not ${request.method}`);
-      },
-    });
-  }
-
-  app.get<{ Params: { job: string } }>(`${STATUS_PATH}/:job`, async (request, reply) => {
+  async function status(request: FastifyRequest, reply: FastifyReply) {
     assertJsonFormat(request);
-    const { job } = request.params;
+    const { job } = request.params as { job: string };
     const status = await exports.status(request.principal!, job, statusUrl(job));
     if (status.state === 'in-progress') {
       return reply
@@ -127,10 +123,10 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
       .header('Expires', new Date(status.expiresAt).toUTCString())
       .type('application/json; charset=utf-8')
       .send(JSON.stringify(status.manifest));
-  });
+  }
 
-  app.delete<{ Params: { job: string } }>(`${STATUS_PATH}/:job`, async (request, reply) => {
-    await exports.cancel(request.principal!, request.params.job);
+  async function cancel(request: FastifyRequest, reply: FastifyReply) {
+    await exports.cancel(request.principal!, (request.params as { job: string }).job);
     const outcome = {
       resourceType: 'OperationOutcome',
       issue: [
@@ -142,26 +138,23 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
       ],
     };
     return reply.code(202).type(FHIR_JSON).send(JSON.stringify(outcome));
-  });
+  }
 
   // Files are stored gzip-compressed: sent as stored to a client that accepts gzip, inflated as they go
   // out otherwise; so the route bypasses the compression plugin (which would compress them again).
-  app.get<{ Params: { job: string; file: string } }>(
-    `${STATUS_PATH}/:job/:file`,
-    { compress: false },
-    async (request, reply) => {
-      const file = await exports.file(request.principal!, request.params.job, request.params.file);
-      const gzip = acceptsGzip(request.headers['accept-encoding']);
-      const stored = new DownloadStream(file.gzip, settings.downloadIdleTimeoutMs, () => {
-        request.log.info({ export_id: request.params.job }, 'export: download dropped, its client read nothing');
-        reply.raw.destroy();
-      });
-      reply.code(200).type(NDJSON).header('Vary', 'accept-encoding');
-      if (gzip) {
-        return reply.header('Content-Encoding', 'gzip').header('Content-Length', file.bytes).send(stored);
-      }
-      const inflated = pipeline(stored, createGunzip(), () => undefined);
-      return reply.header('Content-Length', file.textBytes).send(inflated);
-    },
-  );
+  async function download(request: FastifyRequest, reply: FastifyReply) {
+    const params = request.params as { job: string; file: string };
+    const file = await exports.file(request.principal!, params.job, params.file);
+    const gzip = acceptsGzip(request.headers['accept-encoding']);
+    const stored = new DownloadStream(file.gzip, settings.downloadIdleTimeoutMs, () => {
+      request.log.info({ export_id: params.job }, 'export: download dropped, its client read nothing');
+      reply.raw.destroy();
+    });
+    reply.code(200).type(NDJSON).header('Vary', 'accept-encoding');
+    if (gzip) {
+      return reply.header('Content-Encoding', 'gzip').header('Content-Length', file.bytes).send(stored);
+    }
+    const inflated = pipeline(stored, createGunzip(), () => undefined);
+    return reply.header('Content-Length', file.textBytes).send(inflated);
+  }
 }

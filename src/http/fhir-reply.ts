@@ -1,19 +1,16 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { auditAccess } from '../auth/audit.js';
 import { AppError } from '../errors.js';
+import { preferredReturn } from '../fhir/prefer.js';
+import type { PreferredReturn } from '../fhir/prefer.js';
 import type { FhirResponse } from '../fhir/response.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
 /** Prefer: return=minimal | representation | OperationOutcome (https://hl7.org/fhir/R4/http.html#ops). */
-export function preferredReturn(request: FastifyRequest): 'minimal' | 'representation' | 'OperationOutcome' {
+export function requestPreferredReturn(request: FastifyRequest): PreferredReturn {
   const prefer = request.headers.prefer;
-  const match = /return\s*=\s*"?(minimal|representation|OperationOutcome)"?/i.exec(
-    Array.isArray(prefer) ? prefer.join(',') : (prefer ?? ''),
-  );
-  if (!match) return 'representation';
-  const value = match[1].toLowerCase();
-  return value === 'minimal' ? 'minimal' : value === 'operationoutcome' ? 'OperationOutcome' : 'representation';
+  return preferredReturn(Array.isArray(prefer) ? prefer.join(',') : prefer);
 }
 
 export function queryValue(request: FastifyRequest, name: string): string | undefined {
@@ -128,7 +125,7 @@ export function sendFhir(request: FastifyRequest, reply: FastifyReply, response:
   startFhirReply(request, reply, response);
   if (response.status === 304 || response.body === undefined) return reply.send();
   if (response.isWrite) {
-    const preference = preferredReturn(request);
+    const preference = requestPreferredReturn(request);
     if (preference === 'minimal') return reply.send();
     if (preference === 'OperationOutcome') {
       const outcome = {

@@ -23,12 +23,11 @@ export async function batchInteraction(
 ): Promise<FhirResponse> {
   const accessed: string[] = [];
   const responses: BundleEntry[] = [];
-  const isType = (name: string) => request.services.types.isResourceType(name);
   const bytes = new ResponseBytes(request.services.config.maxPageBytes);
   for (const input of entries) {
     try {
       bytes.assertRoom();
-      const action = parseEntryRequest(input?.request, request.services.baseUrl, isType);
+      const action = parseEntryRequest(input?.request, request.services.baseUrl, request.services.router);
       const response = await performBatchEntry(request, action, input.resource as Record<string, unknown>);
       accessed.push(...(response.accessed ?? []));
       const entry = responseEntry(request, response, options);

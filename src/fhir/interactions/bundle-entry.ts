@@ -4,22 +4,13 @@ import { STATUS_CODES } from 'node:http';
 import { AppError, operationOutcomeFor } from '../../errors.js';
 import type { SqlExecutor } from '../../storage/sql/database.js';
 import type { BundleEntry } from '../bundle.js';
+import { entryHeader } from '../bundle-entry-request.js';
 import type { EntryAction } from '../bundle-entry-request.js';
 import { parseJsonBytes } from '../json-limits.js';
 import type { FhirResponse } from '../response.js';
+import type { InteractionCall } from '../routing.js';
 import type { FhirRequest } from '../services.js';
-import { VERSION } from '../../version.js';
-import { capabilityStatement } from './capabilities.js';
-import { compartmentSearchInteraction } from './compartment-search.js';
-import { conditionalDeleteInteraction } from './conditional-delete.js';
-import { conditionalUpdateInteraction } from './conditional-update.js';
-import { createInteraction } from './create.js';
-import { deleteInteraction } from './delete.js';
-import { historyInteraction } from './history.js';
-import { patchInteraction } from './patch.js';
-import { readInteraction } from './read.js';
-import { updateInteraction } from './update.js';
-import { vreadInteraction } from './vread.js';
+import type { PatchFormat } from './patch.js';
 
 export interface BundleOptions {
   /** Prefer: return=minimal leaves the resources out of the response entries. */
@@ -41,8 +32,9 @@ export interface EntryToPerform {
 }
 
 /**
- * Runs the entry's interaction. `transaction`: the open transaction of a transaction Bundle, in which
- * a search entry runs (the store of `request` is already bound to it).
+ * Runs the entry's interaction: its route's handler (router.ts), as for the same request over HTTP.
+ * `transaction`: the open transaction of a transaction Bundle, in which a search entry runs (the store
+ * of `request` is already bound to it).
  */
 export async function performEntry(
   request: FhirRequest,
@@ -52,56 +44,29 @@ export async function performEntry(
   planOnly = false,
 ): Promise<FhirResponse> {
   const { action, resource } = entry;
-  switch (action.kind) {
-    case 'create':
-      // A transaction resolved ifNoneExist while planning (and assigned the id); a batch entry has not.
-      return createInteraction(request, action.type, resource, {
-        id: entry.assignedId,
-        ifNoneExist: entry.assignedId === undefined ? action.ifNoneExist : undefined,
-      });
-    case 'update':
-      return updateInteraction(request, action.type, action.id, resource, action.ifMatch);
-    case 'conditional-update':
-      return conditionalUpdateInteraction(request, action.type, action.query, resource, action.ifMatch);
-    case 'patch': {
-      // In a Bundle, a JSON Patch travels as a Binary (bundle.html#patch); FHIRPath Patch as Parameters.
-      const binary = resource as { resourceType?: unknown; data?: unknown } | undefined;
-      if (binary?.resourceType === 'Binary') {
-        // Decoded with the limits of a request body: the Bundle's own depth check never saw inside `data`.
-        const data = typeof binary.data === 'string' ? binary.data : '';
-        const patch = parseJsonBytes(Buffer.from(data, 'base64'), 'The JSON Patch in the Binary');
-        return patchInteraction(request, action.type, action.id, 'json-patch', patch, action.ifMatch);
-      }
-      return patchInteraction(request, action.type, action.id, 'fhirpath-patch', resource, action.ifMatch);
-    }
-    case 'delete':
-      return deleteInteraction(request, action.type, action.id);
-    case 'conditional-delete':
-      return conditionalDeleteInteraction(request, action.type, action.query);
-    case 'read':
-      return readInteraction(request, action.type, action.id, { ifNoneMatch: action.ifNoneMatch });
-    case 'vread':
-      return vreadInteraction(request, action.type, action.id, action.versionId);
-    case 'search':
-      return request.services.search.search(request, action.type, [...new URLSearchParams(action.query)], {
-        strict: false,
-        executor: transaction,
-        planOnly,
-      });
-    case 'compartment-search':
-      return compartmentSearchInteraction(
-        request,
-        action.compartment,
-        action.id,
-        action.type,
-        [...new URLSearchParams(action.query)],
-        { strict: false, executor: transaction, planOnly },
-      );
-    case 'history':
-      return historyInteraction(request, Object.fromEntries(new URLSearchParams(action.query)), action.type, action.id);
-    case 'capabilities':
-      return { status: 200, body: capabilityStatement(request.services, VERSION) };
-  }
+  const call: InteractionCall = {
+    params: action.params,
+    query: action.query,
+    header: (name) => entryHeader(action.request, name),
+    searchParams: () => [...new URLSearchParams(action.query)],
+    resource: () => resource,
+    patch: () => entryPatch(resource),
+    body: resource,
+    inBundle: { executor: transaction, planOnly, assignedId: entry.assignedId },
+  };
+  return action.route.handler!(request, call);
+}
+
+/** In a Bundle, a JSON Patch travels as a Binary (bundle.html#patch); FHIRPath Patch as Parameters. */
+function entryPatch(resource: Record<string, unknown> | undefined): { format: PatchFormat; document: unknown } {
+  const binary = resource as { resourceType?: unknown; data?: unknown } | undefined;
+  if (binary?.resourceType !== 'Binary') return { format: 'fhirpath-patch', document: resource };
+  // Decoded with the limits of a request body: the Bundle's own depth check never saw inside `data`.
+  const data = typeof binary.data === 'string' ? binary.data : '';
+  return {
+    format: 'json-patch',
+    document: parseJsonBytes(Buffer.from(data, 'base64'), 'The JSON Patch in the Binary'),
+  };
 }
 
 /** The response entry of a successful entry: status, location, etag, lastModified, the resource. */

@@ -1,12 +1,11 @@
-// https://hl7.org/fhir/R4/http.html#capabilities
-import { BULK_DATA_CAPABILITY, SYSTEM_EXPORT_OPERATION, TYPE_EXPORT_OPERATIONS } from '../../export/capabilities.js';
+// https://hl7.org/fhir/R4/http.html#capabilities: what the server supports, derived from the route
+// table (router.ts), so that it lists exactly the interactions and operations that are served.
+import { BULK_DATA_CAPABILITY } from '../../export/capabilities.js';
+import type { FhirOperation, FhirRoute, Interaction } from '../routing.js';
 import type { FhirServices } from '../services.js';
 
-/**
- * What the server supports. Each list here is what the router (http/fhir-routes.ts) really serves:
- * extend it in the same change that adds a route, and the CapabilityStatement follows.
- */
-export const SUPPORTED_TYPE_INTERACTIONS = [
+/** R4's TypeRestfulInteraction and SystemRestfulInteraction codes. */
+const TYPE_CODES: ReadonlySet<Interaction> = new Set<Interaction>([
   'read',
   'vread',
   'update',
@@ -16,15 +15,59 @@ export const SUPPORTED_TYPE_INTERACTIONS = [
   'history-type',
   'create',
   'search-type',
-] as const;
-export const SUPPORTED_TYPE_OPERATIONS = ['validate'] as const;
-/** Operations served on one type only, with their OperationDefinition (fhir-routes.ts). */
-const TYPE_SPECIFIC_OPERATIONS: Readonly<Record<string, readonly { name: string; definition: string }[]>> = {
-  Patient: [{ name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything' }],
-};
-export const SUPPORTED_SYSTEM_INTERACTIONS = ['transaction', 'batch', 'history-system', 'search-system'] as const;
-/** The PATCH content types (http/fhir-routes.ts patchFormat): JSON Patch and FHIRPath Patch. */
+]);
+const SYSTEM_CODES: ReadonlySet<Interaction> = new Set<Interaction>([
+  'transaction',
+  'batch',
+  'delete',
+  'history-system',
+  'search-system',
+]);
+
+/** The PATCH content types (router.ts's patch route reads them): JSON Patch and FHIRPath Patch. */
 export const SUPPORTED_PATCH_FORMATS = ['application/json-patch+json', 'application/fhir+json'] as const;
+
+/** What the routes say of the CapabilityStatement: codes in table order, operations by type. */
+interface RouteCapabilities {
+  readonly typeInteractions: readonly Interaction[];
+  readonly systemInteractions: readonly Interaction[];
+  readonly systemOperations: readonly FhirOperation[];
+  /** Operations on every type (a `:type` path), then those on named types. */
+  operationsOn(type: string): FhirOperation[];
+}
+
+export function routeCapabilities(routes: readonly FhirRoute[]): RouteCapabilities {
+  const typeInteractions = new Set<Interaction>();
+  const systemInteractions = new Set<Interaction>();
+  const systemOperations = new Map<string, FhirOperation>();
+  const operations: { types?: readonly string[]; operation: FhirOperation }[] = [];
+  for (const route of routes) {
+    const first = route.path.split('/')[0];
+    const onType = first !== '' && !first.startsWith('$') && !first.startsWith('_') && first !== 'metadata';
+    if (route.operation) {
+      if (!onType) systemOperations.set(route.operation.definition, route.operation);
+      else if (first === ':type') operations.push({ types: route.types, operation: route.operation });
+      else operations.push({ types: [first], operation: route.operation });
+      continue;
+    }
+    for (const code of route.capabilityCodes ?? (route.interaction ? [route.interaction] : [])) {
+      if (onType && TYPE_CODES.has(code)) typeInteractions.add(code);
+      if (!onType && SYSTEM_CODES.has(code)) systemInteractions.add(code);
+    }
+  }
+  return {
+    typeInteractions: [...typeInteractions],
+    systemInteractions: [...systemInteractions],
+    systemOperations: [...systemOperations.values()],
+    operationsOn(type) {
+      const served = new Map<string, FhirOperation>();
+      for (const { types, operation } of operations) {
+        if (!types || types.includes(type)) served.set(operation.definition, operation);
+      }
+      return [...served.values()];
+    },
+  };
+}
 
 /**
  * https://hl7.org/fhir/R4/valueset-reference-handling-policy.html: literal references to this server
@@ -40,16 +83,17 @@ export const BINARY_DOCUMENTATION =
 
 let cached: { key: string; json: string } | undefined;
 
-export function capabilityStatement(services: FhirServices, version: string): string {
+export function capabilityStatement(services: FhirServices, version: string, routes: readonly FhirRoute[]): string {
   const key = `${services.baseUrl}|${version}|${services.config.referentialIntegrity}`;
   if (cached?.key === key) return cached.json;
+  const served = routeCapabilities(routes);
   const resource = services.types.resourceTypes.map((type) => {
     const includes = services.search.capabilityIncludes(type);
     return {
       type,
       profile: `http://hl7.org/fhir/StructureDefinition/${type}`,
       ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
-      interaction: SUPPORTED_TYPE_INTERACTIONS.map((code) => ({ code })),
+      interaction: served.typeInteractions.map((code) => ({ code })),
       versioning: 'versioned-update',
       readHistory: true,
       updateCreate: true,
@@ -61,14 +105,7 @@ export function capabilityStatement(services: FhirServices, version: string): st
       searchInclude: includes.include,
       searchRevInclude: includes.revinclude,
       searchParam: services.search.capabilitySearchParams(type),
-      operation: [
-        ...SUPPORTED_TYPE_OPERATIONS.map((name) => ({
-          name,
-          definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}`,
-        })),
-        ...(TYPE_SPECIFIC_OPERATIONS[type] ?? []),
-        ...(TYPE_EXPORT_OPERATIONS[type] ? [TYPE_EXPORT_OPERATIONS[type]] : []),
-      ],
+      operation: served.operationsOn(type),
     };
   });
   const statement = {
@@ -106,9 +143,9 @@ export function capabilityStatement(services: FhirServices, version: string): st
             'Bearer tokens (JWT, ES256) from POST /v1/ambient/api/auth/token: the password grant, or SMART Backend Services (client_credentials with an RS384 or ES384 client assertion); SMART on FHIR v2 system scopes.',
         },
         resource,
-        interaction: SUPPORTED_SYSTEM_INTERACTIONS.map((code) => ({ code })),
+        interaction: served.systemInteractions.map((code) => ({ code })),
         searchParam: services.search.capabilitySystemSearchParams(),
-        operation: [SYSTEM_EXPORT_OPERATION],
+        operation: served.systemOperations,
         // GET /fhir/{Compartment}/{id}/{type}: every R4 compartment (fhir/interactions/compartment-search.ts).
         compartment: services.types.compartments.map((c) => c.url),
       },

@@ -148,11 +148,10 @@ function criteriaOf(planned: readonly PlannedEntry[], label: (index: number) => 
 
 /** Each entry's request, before anything runs: a malformed entry is the whole Bundle's 400. */
 export function parseEntries(request: FhirRequest, entries: readonly InputEntry[]): PlannedEntry[] {
-  const isType = (name: string) => request.services.types.isResourceType(name);
   return entries.map((input, index) => {
     try {
       if (!input || typeof input !== 'object') throw new AppError('bad-request', 'An entry must be an object');
-      const action = parseEntryRequest(input.request, request.services.baseUrl, isType);
+      const action = parseEntryRequest(input.request, request.services.baseUrl, request.services.router);
       const fullUrl = typeof input.fullUrl === 'string' ? input.fullUrl : undefined;
       return { index, action, fullUrl, resource: input.resource as Record<string, unknown> | undefined };
     } catch (error) {

@@ -1,0 +1,16 @@
+// The Prefer header (https://hl7.org/fhir/R4/http.html#ops, search.html#errors): what a write answers
+// and whether a search refuses parameters it does not know.
+
+export type PreferredReturn = 'minimal' | 'representation' | 'OperationOutcome';
+
+export function preferredReturn(prefer: string | undefined): PreferredReturn {
+  const match = /return\s*=\s*"?(minimal|representation|OperationOutcome)"?/i.exec(prefer ?? '');
+  if (!match) return 'representation';
+  const value = match[1].toLowerCase();
+  return value === 'minimal' ? 'minimal' : value === 'operationoutcome' ? 'OperationOutcome' : 'representation';
+}
+
+/** `Prefer: handling=strict`: unknown search parameters are an error, not ignored. */
+export function preferStrict(prefer: string | undefined): boolean {
+  return /handling\s*=\s*strict/i.test(prefer ?? '');
+}

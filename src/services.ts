@@ -1,13 +1,15 @@
-import type { Config } from '../config.js';
-import type { R4Registry } from '../definitions/registry.js';
-import { createSearchEngine } from '../search/engine.js';
-import type { AmbientSearchEngine, SearchEngineOptions } from '../search/engine.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { LinkWriter } from '../storage/link-writer.js';
-import { SqlResourceStore } from '../storage/sql-resource-store.js';
-import { WritePositions } from '../storage/write-positions.js';
-import { validateResource } from '../validation/validate.js';
-import type { FhirServices } from './services.js';
+// The FHIR layer's services composed from their implementations (storage, search, validation). It sits
+// outside fhir/ so that fhir/ depends only on the interfaces in fhir/services.ts, never on search/.
+import type { Config } from './config.js';
+import type { R4Registry } from './definitions/registry.js';
+import { createSearchEngine } from './search/engine.js';
+import type { AmbientSearchEngine, SearchEngineOptions } from './search/engine.js';
+import type { SqlDatabase } from './storage/sql/database.js';
+import { LinkWriter } from './storage/link-writer.js';
+import { SqlResourceStore } from './storage/sql-resource-store.js';
+import { WritePositions } from './storage/write-positions.js';
+import { validateResource } from './validation/validate.js';
+import type { FhirServices } from './fhir/services.js';
 
 /** The FHIR layer's services on one database: what the HTTP API and the import command both write through. */
 export function createFhirServices(

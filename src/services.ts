@@ -2,8 +2,8 @@
 // outside fhir/ so that fhir/ depends only on the interfaces in fhir/services.ts, never on search/.
 import type { Config } from './config.js';
 import type { R4Registry } from './definitions/registry.js';
-import { createSearchEngine } from './search/engine.js';
-import type { AmbientSearchEngine, SearchEngineOptions } from './search/engine.js';
+import { AmbientSearchEngine } from './search/engine.js';
+import type { SearchEngineOptions } from './search/engine.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { LinkWriter } from './storage/link-writer.js';
 import { SqlResourceStore } from './storage/sql-resource-store.js';
@@ -18,7 +18,7 @@ export function createFhirServices(
   definitions: R4Registry,
   searchOptions?: SearchEngineOptions,
 ): FhirServices & { readonly search: AmbientSearchEngine } {
-  const search = createSearchEngine(db, definitions, config, searchOptions);
+  const search = new AmbientSearchEngine(db, definitions, config, searchOptions);
   return {
     config,
     store: new SqlResourceStore(

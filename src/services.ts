@@ -2,6 +2,7 @@
 // outside fhir/ so that fhir/ depends only on the interfaces in fhir/services.ts, never on search/.
 import type { Config } from './config.js';
 import type { R4Registry } from './definitions/registry.js';
+import { CursorKey } from './page-cursor.js';
 import { AmbientSearchEngine } from './search/engine.js';
 import type { SearchEngineOptions } from './search/engine.js';
 import type { SqlDatabase } from './storage/sql/database.js';
@@ -32,6 +33,7 @@ export function createFhirServices(
     validate: (resource) => validateResource(resource, definitions, search.catalog.references),
     baseUrl: `${config.publicUrl}/fhir`,
     references: search.catalog.references,
+    cursorKey: new CursorKey(db),
     writePositions:
       config.databaseReadUrls.length > 0 && db.dialect.writePosition !== undefined ? new WritePositions(db) : undefined,
   };

@@ -136,7 +136,6 @@ export class AmbientSearchEngine implements SearchEngine {
   readonly searchesAfterCommit: boolean;
   private readonly statistics: StatisticsKeeper;
   private readonly estimate: (plan: Plan, run: StatementRunner) => Promise<Plan>;
-  private secret: Promise<string> | undefined;
 
   constructor(
     private readonly db: SqlDatabase,
@@ -366,14 +365,17 @@ export class AmbientSearchEngine implements SearchEngine {
     }
   }
 
-  /** Stages 3 and 4 on `run`: the cursor decoded, the plan estimated and compiled, the page executed. */
+  /**
+   * Stages 3 and 4 on `run`: the cursor decoded, the plan estimated and compiled, the page executed.
+   * The cursors' key is read through `keyFrom`, the executor the search runs on.
+   */
   private async runStatements(
     search: PlannedSearch,
     run: StatementRunner,
-    secretFrom: SqlExecutor,
+    keyFrom: SqlExecutor,
   ): Promise<FhirResponse> {
     const { request, parsed, plan, path } = search;
-    const secret = await this.cursorSecret(secretFrom);
+    const secret = await request.services.cursorKey.read(keyFrom);
     const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
     const estimated = await this.estimate(plan, run);
     const { dialect } = this.db;
@@ -395,19 +397,6 @@ export class AmbientSearchEngine implements SearchEngine {
       compiled,
       cursor,
     );
-  }
-
-  /**
-   * The cursors' key, read through the executor the search runs on: inside a transaction, never wait
-   * for another connection while holding one.
-   */
-  private cursorSecret(executor: SqlExecutor): Promise<string> {
-    this.secret ??= executor.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
-      if (!row) throw new Error('search_key has no row: run the migrations');
-      return row.secret;
-    });
-    this.secret.catch(() => (this.secret = undefined));
-    return this.secret;
   }
 }
 

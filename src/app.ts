@@ -9,7 +9,7 @@ import type { AuthModule } from './auth/principal.js';
 import type { Config } from './config.js';
 import type { R4Registry } from './definitions/registry.js';
 import { AppError } from './errors.js';
-import { createFhirServices } from './fhir/create-services.js';
+import { createFhirServices } from './services.js';
 import { registerAccessLog } from './http/access-log.js';
 import { BodyBytesInFlight, registerBodyBudget } from './http/body-budget.js';
 import { registerBodyParsers } from './http/body-parsers.js';

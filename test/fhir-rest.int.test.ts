@@ -247,6 +247,29 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
       const bad = await t.app.inject({ method: 'GET', url: '/fhir/Device/_history?_since=yesterday', headers: auth });
       expect(bad.statusCode).toBe(400);
     });
+
+    it('refuses a history cursor altered, forged or of another history with 400 naming _cursor', async () => {
+      for (let i = 0; i < 2; i++) await create({ resourceType: 'Device', distinctIdentifier: `c${i}` });
+      const get = (url: string) => t.app.inject({ method: 'GET', url, headers: auth });
+      const first = await get('/fhir/Device/_history?_count=1');
+      const next = first.json().link.find((l: any) => l.relation === 'next').url as string;
+      const cursor = new URL(next).searchParams.get('_cursor')!;
+      const [payload, mac] = cursor.split('.');
+      const [lastUpdated, seq] = JSON.parse(Buffer.from(payload, 'base64url').toString());
+      const altered = `${Buffer.from(JSON.stringify([lastUpdated, seq + 1])).toString('base64url')}.${mac}`;
+      const unsigned = Buffer.from(`${lastUpdated}.${seq}`).toString('base64url');
+      for (const url of [
+        `/fhir/Device/_history?_count=1&_cursor=${altered}`,
+        `/fhir/Device/_history?_count=1&_cursor=${unsigned}`,
+        `/fhir/Patient/_history?_count=1&_cursor=${cursor}`,
+        `/fhir/_history?_count=1&_cursor=${cursor}`,
+      ]) {
+        const res = await get(url);
+        expect(res.statusCode).toBe(400);
+        expect(res.json().issue[0].diagnostics).toContain('_cursor');
+      }
+      expect((await get(next.replace(t.config.publicUrl, ''))).statusCode).toBe(200);
+    });
   });
 
   describe('validation on write', () => {

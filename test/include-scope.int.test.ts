@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../src/definitions/registry.js';
-import { createFhirServices } from '../src/fhir/create-services.js';
+import { createFhirServices } from '../src/services.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
 import type { FhirResource } from '../src/storage/store.js';

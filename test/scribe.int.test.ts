@@ -309,6 +309,21 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
       }
       oauthError(await scribe.list('?cursor=not-a-cursor'), 400, 'invalid_request', /^cursor: /);
     });
+
+    it('refuses a cursor altered, forged or of another account with 400 naming it', async () => {
+      const client = scribeClient(t.app, await t.token());
+      for (let i = 0; i < 2; i++) await client.submit({ transcripts: [`Patient: Visit ${i}.`], template_ids: [1] });
+      const cursor = (await client.list('?limit=1')).json().next_cursor as string;
+      const [payload, mac] = cursor.split('.');
+      const [before] = JSON.parse(Buffer.from(payload, 'base64url').toString());
+      const altered = `${Buffer.from(JSON.stringify([before + 1])).toString('base64url')}.${mac}`;
+      const unsigned = Buffer.from(`before:${before}`).toString('base64url');
+      for (const bad of [altered, unsigned]) {
+        oauthError(await client.list(`?limit=1&cursor=${bad}`), 400, 'invalid_request', /^cursor: /);
+      }
+      oauthError(await scribe.list(`?limit=1&cursor=${cursor}`), 400, 'invalid_request', /^cursor: /);
+      expect((await client.list(`?limit=1&cursor=${cursor}`)).statusCode).toBe(200);
+    });
   });
 
   describe('templates', () => {

@@ -1,7 +1,7 @@
 // `ambient-fhir import <files or folders>`: load Bundles and NDJSON (plain or gzipped) into DATABASE_URL.
 import { parseArgs } from 'node:util';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { createFhirServices } from '../fhir/create-services.js';
+import { createFhirServices } from '../services.js';
 import { refreshSearchStatistics } from '../search/engine.js';
 import { Importer } from '../import/importer.js';
 import { ValidationPool } from '../import/validation-pool.js';

@@ -16,6 +16,7 @@ import { everythingInteraction } from './interactions/everything.js';
 import { historyInteraction } from './interactions/history.js';
 import { patchInteraction } from './interactions/patch.js';
 import { readInteraction } from './interactions/read.js';
+import { searchInteraction } from './interactions/search.js';
 import { bundleInteraction } from './interactions/transaction.js';
 import { updateInteraction } from './interactions/update.js';
 import { validateInteraction } from './interactions/validate.js';
@@ -42,7 +43,7 @@ const ifMatch = (call: InteractionCall) => {
 };
 
 function search(request: FhirRequest, call: InteractionCall, type: string | undefined) {
-  return request.services.search.search(request, type, call.searchParams(), {
+  return searchInteraction(request, type, call.searchParams(), {
     strict: preferStrict(call.header('prefer')),
     executor: call.inBundle?.executor,
     planOnly: call.inBundle?.planOnly,

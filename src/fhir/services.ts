@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
+import type { CursorKey } from '../page-cursor.js';
 import type { CompartmentRule } from '../definitions/registry.js';
 import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
@@ -128,6 +129,8 @@ export interface FhirServices {
   readonly references: ReferenceParser;
   /** The route table's matcher (router.ts): Bundle entries find their interaction through it. */
   readonly router: FhirRouter;
+  /** The key that signs the page cursors of every paged list (page-cursor.ts). */
+  readonly cursorKey: CursorKey;
   /** Each account's last write position, kept only when searches may read from replicas (DATABASE_READ_URLS). */
   readonly writePositions?: WritePositions;
 }

@@ -7,6 +7,8 @@ import { auditAccess } from '../auth/audit.js';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import type { FhirServices } from '../fhir/services.js';
+import { openCursor, signCursor } from '../page-cursor.js';
+import type { CursorKey } from '../page-cursor.js';
 import type { AppMetrics } from '../metrics/metrics.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import type { AudioInput } from './engines/engine.js';
@@ -41,14 +43,17 @@ type ScribeScope = 'scribe.read' | 'scribe.write';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The list's cursor: the id the next page starts below, opaque to clients. */
-export function encodeCursor(before: number): string {
-  return Buffer.from(`before:${before}`).toString('base64url');
+/** What a list cursor is bound to: the account whose records it pages. */
+const listOf = (accountId: string): string => `scribe:${accountId}`;
+
+/** The list's cursor: the id the next page starts below, signed (page-cursor.ts), opaque to clients. */
+export async function encodeCursor(key: CursorKey, accountId: string, before: number): Promise<string> {
+  return signCursor(await key.read(), [before], listOf(accountId));
 }
 
-export function decodeCursor(cursor: string): number | undefined {
-  const match = /^before:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  return match ? Number(match[1]) : undefined;
+export async function decodeCursor(key: CursorKey, accountId: string, cursor: string): Promise<number | undefined> {
+  const values = openCursor(await key.read(), cursor, listOf(accountId));
+  return values?.length === 1 && Number.isSafeInteger(values[0]) ? (values[0] as number) : undefined;
 }
 
 function isAudio(file: AudioInput): boolean {
@@ -297,7 +302,7 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
       const cursorText = one('cursor');
       let before: number | undefined;
       if (cursorText !== undefined && cursorText !== '') {
-        before = decodeCursor(cursorText);
+        before = await decodeCursor(services.cursorKey, principal(request).accountId, cursorText);
         if (before === undefined)
           throw new AppError('bad-request', 'cursor: not a cursor of this API (pass next_cursor as given)');
       }
@@ -305,7 +310,10 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
       auditAccess(request, { interaction: 'scribe.list', ids: page.records.map((r) => String(r.id)) });
       return reply.send({
         items: page.records.map(recordJson),
-        next_cursor: page.nextBefore === undefined ? null : encodeCursor(page.nextBefore),
+        next_cursor:
+          page.nextBefore === undefined
+            ? null
+            : await encodeCursor(services.cursorKey, principal(request).accountId, page.nextBefore),
       });
     },
   );

@@ -6,7 +6,13 @@ import type { R4Registry } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
 import { mayReadBinary, requireAccess } from '../fhir/access.js';
 import { StaleMatchesError } from '../fhir/services.js';
-import type { FhirRequest, MatchesAhead, SearchEngine, SearchOptions } from '../fhir/services.js';
+import type {
+  CapabilitySearchParam,
+  FhirRequest,
+  MatchesAhead,
+  SearchEngine,
+  SearchOptions,
+} from '../fhir/services.js';
 import type { FhirResponse } from '../fhir/response.js';
 import { performance } from 'node:perf_hooks';
 import { BudgetExceededError } from '../storage/sql/database.js';
@@ -30,10 +36,6 @@ import type { Plan, PlannedCriterion } from './plan.js';
 import { TABLE_NAMES } from './tables.js';
 import { runBoundedWhereCan, runInTransaction, withTransactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from '../fhir/references.js';
-
-export interface AmbientSearchEngine extends SearchEngine {
-  readonly catalog: SearchCatalog;
-}
 
 /** The tables searches read: their statistics choose the plans. */
 const SEARCH_TABLES = ['resource', ...TABLE_NAMES];
@@ -89,22 +91,6 @@ class StatisticsKeeper {
   }
 }
 
-/**
- * Resources written since conditional criteria were searched ahead that the write transaction checks
- * itself; past it they are searched ahead again (a bulk load ran meanwhile).
- */
-const MAX_WRITTEN_SINCE = 1000;
-
-/** The types other than the searched one whose resources decide a match: those chains and `_has` pass through. */
-function joinedTypes(criteria: readonly PlannedCriterion[], into = new Set<string>()): Set<string> {
-  for (const c of criteria) {
-    if (c.kind === 'chain') c.targetTypes.forEach((t) => into.add(t));
-    if (c.kind === 'has') into.add(c.sourceType);
-    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes') joinedTypes([c.inner], into);
-  }
-  return into;
-}
-
 export interface SearchEngineOptions {
   /** Replaces the estimates from the data (tests run every search shape with it). */
   readonly estimate?: (plan: Plan, run: StatementRunner) => Promise<Plan>;
@@ -130,149 +116,67 @@ function tooCostly(error: unknown): never {
   throw error;
 }
 
-export function createSearchEngine(
-  db: SqlDatabase,
-  registry: R4Registry,
-  config: Config,
-  options: SearchEngineOptions = {},
-): AmbientSearchEngine {
-  const baseUrl = `${config.publicUrl}/fhir`;
-  const catalog = createSearchCatalog(registry, baseUrl);
-  const statistics = new StatisticsKeeper(db);
-  const estimator = new CardinalityEstimator(db.dialect);
-  const estimate = options.estimate ?? ((plan: Plan, run: StatementRunner) => estimator.estimate(plan, run));
-  const writer = new SearchIndexWriter(catalog);
-  const indexWriter: IndexWriter = {
-    write: (tx, pk, type, resource) => {
-      statistics.wrote();
-      return writer.write(tx, pk, type, resource);
-    },
-    newRows: (type, resource) => {
-      statistics.wrote();
-      return writer.newRows(type, resource);
-    },
-  };
-  let secret: Promise<string> | undefined;
-  // Read through the executor the search runs on: inside a transaction, never wait for another
-  // connection while holding one.
-  const cursorSecret = (executor: SqlExecutor): Promise<string> => {
-    secret ??= executor.query<{ secret: string }>('SELECT secret FROM search_key WHERE id = 1').then(([row]) => {
-      if (!row) throw new Error('search_key has no row: run the migrations');
-      return row.secret;
-    });
-    secret.catch(() => (secret = undefined));
-    return secret;
-  };
+/** A search as planned, with what its links and cursors are bound to. */
+interface PlannedSearch {
+  readonly request: FhirRequest;
+  readonly parsed: SearchRequest;
+  readonly plan: Plan;
+  /** Relative to the base: starts the Bundle's links and binds the cursors to this search. */
+  readonly path: string;
+}
 
-  /** Stage 2 for a search and for conditional criteria alike; beyond the cost limits it is refused (422). */
-  function planFor(
-    parsed: SearchRequest,
-    types: readonly string[],
-    strict: boolean,
-    canSearch: (type: string) => boolean,
-  ): Plan {
-    const plan = planSearch(parsed, types, {
-      catalog,
-      references: catalog.references,
-      now: Date.now(),
-      strict,
-      canSearch,
-      dialect: db.dialect,
-    });
-    checkCost(parsed, plan);
-    return plan;
+/**
+ * The search engine on one database: each search is parsed (parse.ts), planned (plan.ts, with the
+ * caller's access and the cost limits), then run (runPlan: estimate, compile, execute). The catalog of
+ * search parameters is also what indexing and reference parsing use.
+ */
+export class AmbientSearchEngine implements SearchEngine {
+  readonly catalog: SearchCatalog;
+  readonly indexWriter: IndexWriter;
+  readonly searchesAfterCommit: boolean;
+  private readonly statistics: StatisticsKeeper;
+  private readonly estimate: (plan: Plan, run: StatementRunner) => Promise<Plan>;
+
+  constructor(
+    private readonly db: SqlDatabase,
+    private readonly registry: R4Registry,
+    private readonly config: Config,
+    options: SearchEngineOptions = {},
+  ) {
+    this.catalog = createSearchCatalog(registry, `${config.publicUrl}/fhir`);
+    this.statistics = new StatisticsKeeper(db);
+    const estimator = new CardinalityEstimator(db.dialect);
+    this.estimate = options.estimate ?? ((plan, run) => estimator.estimate(plan, run));
+    const writer = new SearchIndexWriter(this.catalog);
+    this.indexWriter = {
+      write: (tx, pk, type, resource) => {
+        this.statistics.wrote();
+        return writer.write(tx, pk, type, resource);
+      },
+      newRows: (type, resource) => {
+        this.statistics.wrote();
+        return writer.newRows(type, resource);
+      },
+    };
+    this.searchesAfterCommit = db.dialect.transactionStatementTimeout === undefined;
   }
 
-  async function search(
+  async search(
     request: FhirRequest,
     type: string | undefined,
     params: ReadonlyArray<readonly [string, string]>,
     options: SearchOptions,
   ): Promise<FhirResponse> {
-    statistics.beforeSearch();
+    this.statistics.beforeSearch();
     const parsed = parseSearch(params);
-    let types: string[];
-    if (type !== undefined) {
-      requireAccess(request, 'search', type);
-      if (parsed.types)
-        throw new AppError('invalid-search', '_type applies to a system search (GET /fhir?_type=...) only', {
-          expression: '_type',
-        });
-      types = [type];
-    } else if (parsed.types) {
-      for (const t of parsed.types) {
-        if (!registry.isResourceType(t)) {
-          throw new AppError('invalid-search', `_type: ${t} is not a resource type`, { expression: '_type' });
-        }
-        requireAccess(request, 'search', t);
-      }
-      types = [...new Set(parsed.types)];
-    } else {
-      // No _type: every type the caller may search.
-      types = registry.resourceTypes.filter((t) => request.principal.canFhir('search', t));
-      if (types.length === 0)
-        throw new AppError('forbidden', "The token's scopes do not allow search on any resource type");
-    }
-    const plan = planFor(parsed, types, options.strict, (t) => request.principal.canFhir('search', t));
+    const types = this.searchedTypes(request, type, parsed);
+    const plan = this.planFor(parsed, types, options.strict, (t) => request.principal.canFhir('search', t));
     if (options.planOnly) return { status: 200 };
-    return runPlan(request, parsed, plan, type ?? '', options.executor);
-  }
-
-  /**
-   * Stages 3 and 4 of every search (plain, compartment, `$everything`): estimate, compile, execute, each
-   * statement within the request's budget. `path` (relative to the base) starts the Bundle's links and
-   * binds the cursors to this search.
-   */
-  async function runPlan(
-    request: FhirRequest,
-    parsed: SearchRequest,
-    plan: Plan,
-    path: string,
-    executor: SqlExecutor | undefined,
-  ): Promise<FhirResponse> {
-    const budget = searchBudget(request, config.searchTimeoutMs);
-    try {
-      // Inside a transaction Bundle, on its executor (it sees the transaction's writes); otherwise on a
-      // bounded read, away from the writer.
-      if (executor) return await withTransactionRunner(executor, budget, (run) => runStatements(run, executor));
-      return await runStatements((statement: Sql) => db.boundedQuery(statement.text, statement.params, budget), db);
-    } catch (error) {
-      tooCostly(error);
-    }
-
-    async function runStatements(run: StatementRunner, secretFrom: SqlExecutor): Promise<FhirResponse> {
-      const secret = await cursorSecret(secretFrom);
-      const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
-      const estimated = await estimate(plan, run);
-      const compiled = compileSearchStatements(estimated, db.dialect, {
-        count: parsed.count,
-        total: parsed.total,
-        summaryCount: parsed.summary === 'count',
-        position: cursor?.position,
-        backwards: cursor?.backwards,
-        maxPageBytes: config.maxPageBytes,
-      });
-      return executeSearch(
-        {
-          run,
-          dialect: db.dialect,
-          registry,
-          baseUrl: request.services.baseUrl,
-          secret,
-          path,
-          maxPageBytes: config.maxPageBytes,
-          mayReadBinary: (content) => mayReadBinary(request, content),
-        },
-        parsed,
-        estimated,
-        compiled,
-        cursor,
-      );
-    }
+    return this.runPlan({ request, parsed, plan, path: type ?? '' }, options.executor);
   }
 
   /** https://hl7.org/fhir/R4/search.html#2.21.1.2: a search inside `compartment/id`'s compartment. */
-  async function compartmentSearch(
+  async compartmentSearch(
     request: FhirRequest,
     compartment: string,
     id: string,
@@ -280,64 +184,60 @@ export function createSearchEngine(
     params: ReadonlyArray<readonly [string, string]>,
     options: SearchOptions,
   ): Promise<FhirResponse> {
-    statistics.beforeSearch();
-    const rule = registry.compartment(compartment);
+    this.statistics.beforeSearch();
+    const rule = this.registry.compartment(compartment);
     if (!rule) throw new Error(`${compartment} is not a compartment`);
     const parsed = parseSearch(params);
     const canSearch = (t: string) => request.principal.canFhir('search', t);
     const types = compartmentSearchTypes(rule, type, parsed.types, canSearch);
-    const plan = planFor(parsed, types, options.strict, canSearch);
+    const plan = this.planFor(parsed, types, options.strict, canSearch);
     if (options.planOnly) return { status: 200 };
     const inCompartment = compartmentCriterion(rule, id, types);
-    return runPlan(
-      request,
-      parsed,
-      { ...plan, criteria: [inCompartment, ...plan.criteria] },
-      `${compartment}/${id}/${type}`,
+    return this.runPlan(
+      {
+        request,
+        parsed,
+        plan: { ...plan, criteria: [inCompartment, ...plan.criteria] },
+        path: `${compartment}/${id}/${type}`,
+      },
       options.executor,
     );
   }
 
   /** https://hl7.org/fhir/R4/patient-operation-everything.html, planned by everything.ts. */
-  async function everything(
+  async everything(
     request: FhirRequest,
     id: string,
     params: ReadonlyArray<readonly [string, string]>,
   ): Promise<FhirResponse> {
-    statistics.beforeSearch();
-    const rule = registry.compartment('Patient');
+    this.statistics.beforeSearch();
+    const rule = this.registry.compartment('Patient');
     if (!rule) throw new Error('the Patient CompartmentDefinition is missing from generated/r4.json');
     const operation = parseEverything(params);
     const canRead = (t: string) => request.principal.canFhir('read', t);
-    const types = everythingTypes(registry, rule, operation.types, canRead);
+    const types = everythingTypes(this.registry, rule, operation.types, canRead);
     const plan = planEverything(rule, id, types, operation, {
-      catalog,
-      plan: { references: catalog.references, now: Date.now(), dialect: db.dialect },
+      catalog: this.catalog,
+      plan: { references: this.catalog.references, now: Date.now(), dialect: this.db.dialect },
       canRead,
     });
-    return runPlan(request, everythingSearchRequest(operation), plan, `Patient/${id}/$everything`, undefined);
+    const parsed = everythingSearchRequest(operation);
+    return this.runPlan({ request, parsed, plan, path: `Patient/${id}/$everything` }, undefined);
   }
 
-  /** Conditional criteria as a plan: searched strictly, within the caller's search scopes. */
-  function planCriteria(request: FhirRequest, type: string, query: string): Plan {
-    if (!registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
-    const parsed = parseSearch([...new URLSearchParams(query)]);
-    return planFor(parsed, [type], true, (t) => request.principal.canFhir('search', t));
-  }
-
-  async function findIdsAhead(
+  async findIdsAhead(
     request: FhirRequest,
     type: string,
     query: string,
     limit: number,
   ): Promise<MatchesAhead | undefined> {
-    const plan = planCriteria(request, type, query);
+    const plan = this.planCriteria(request, type, query);
     // Where a statement of a write transaction can be bounded (PostgreSQL), findIds searches there.
-    if (db.dialect.transactionStatementTimeout) return undefined;
-    const statement = compileMatchesAt(plan, db.dialect, limit);
-    const budget = searchBudget(request, config.searchTimeoutMs);
+    if (this.db.dialect.transactionStatementTimeout) return undefined;
+    const statement = compileMatchesAt(plan, this.db.dialect, limit);
+    const budget = searchBudget(request, this.config.searchTimeoutMs);
     try {
-      const rows = await db.boundedQuery<{ pk: number | null; seq: number | null }>(
+      const rows = await this.db.boundedQuery<{ pk: number | null; seq: number | null }>(
         statement.text,
         statement.params,
         budget,
@@ -349,16 +249,16 @@ export function createSearchEngine(
     }
   }
 
-  async function findIds(
+  async findIds(
     request: FhirRequest,
     executor: SqlExecutor,
     type: string,
     query: string,
     options: { readonly limit: number; readonly ahead?: MatchesAhead },
   ): Promise<string[]> {
-    const plan = planCriteria(request, type, query);
+    const plan = this.planCriteria(request, type, query);
     const { limit, ahead } = options;
-    const budget = searchBudget(request, config.searchTimeoutMs);
+    const budget = searchBudget(request, this.config.searchTimeoutMs);
     const inTransaction = async () => {
       const rows = await runInTransaction(executor, budget, compileMatches(plan, executor.dialect, 'id', limit));
       return rows.map((r) => r.id as string);
@@ -371,56 +271,17 @@ export function createSearchEngine(
     }
   }
 
-  /**
-   * The matches now, inside the write transaction, from those found ahead: the resources written since
-   * (history after `ahead.seq`, this transaction's own writes included) are the only ones whose answer
-   * may have changed, so the criteria are checked on them and on the earlier matches only, a few probes
-   * each. Exact unless a resource a chain or `_has` passes through changed (the criteria of an unchanged
-   * resource then changed too), too many were written to check cheaply, or the earlier matches were cut
-   * at the limit and one of them no longer matches: then StaleMatchesError, and they are searched ahead again.
-   * Where the resources a chain or `_has` passes through are of a type this transaction wrote itself
-   * (`ownWrites`), searching ahead again would never see them: the criteria are searched `inTransaction`.
-   */
-  async function findIdsSince(
-    executor: SqlExecutor,
-    plan: Plan,
-    ahead: MatchesAhead,
-    budget: ReadBudget,
-    ownWrites: ReadonlySet<string> | undefined,
-    inTransaction: () => Promise<string[]>,
-  ): Promise<string[]> {
-    const written = await executor.query<{ pk: number; type: string }>(
-      'SELECT DISTINCT pk, type FROM resource_history WHERE seq > ? LIMIT ?',
-      [ahead.seq, MAX_WRITTEN_SINCE + 1],
-    );
-    const joined = joinedTypes(plan.criteria);
-    const writtenJoined = written.filter((row) => joined.has(row.type));
-    if (writtenJoined.some((row) => ownWrites?.has(row.type))) return inTransaction();
-    if (written.length > MAX_WRITTEN_SINCE || writtenJoined.length > 0) throw new StaleMatchesError();
-    const candidates = new Set(ahead.pks);
-    for (const row of written) if (plan.types.includes(row.type)) candidates.add(Number(row.pk));
-    if (candidates.size === 0) return [];
-    const statement = compileMatchesAmong(plan, executor.dialect, [...candidates], ahead.limit);
-    // The candidates can be large resources (many index rows each): bounded like criteria searched in the
-    // transaction.
-    const rows = await runBoundedWhereCan(executor, budget, statement);
-    if (ahead.pks.length >= ahead.limit && rows.length < ahead.limit) throw new StaleMatchesError();
-    return rows.map((row) => row.id as string);
+  capabilitySearchParams(type: string): CapabilitySearchParam[] {
+    return this.catalog.capabilities(type);
   }
 
-  return {
-    catalog,
-    indexWriter,
-    searchesAfterCommit: db.dialect.transactionStatementTimeout === undefined,
-    search,
-    compartmentSearch,
-    everything,
-    findIds,
-    findIdsAhead,
-    capabilitySearchParams: (type) => catalog.capabilities(type),
-    capabilityIncludes: (type) => ({ include: catalog.includes(type), revinclude: catalog.revIncludes(type) }),
-    capabilitySystemSearchParams: () => [
-      ...catalog.systemCapabilities(),
+  capabilityIncludes(type: string): { include: string[]; revinclude: string[] } {
+    return { include: this.catalog.includes(type), revinclude: this.catalog.revIncludes(type) };
+  }
+
+  capabilitySystemSearchParams(): CapabilitySearchParam[] {
+    return [
+      ...this.catalog.systemCapabilities(),
       {
         name: '_type',
         type: 'token',
@@ -431,6 +292,163 @@ export function createSearchEngine(
         type: 'special',
         documentation: 'Reverse chaining: _has:Type:reference:parameter=value (plan.ts planHas)',
       },
-    ],
-  };
+    ];
+  }
+
+  /** The types a type or system search covers, each one the caller may search (403 otherwise). */
+  private searchedTypes(request: FhirRequest, type: string | undefined, parsed: SearchRequest): string[] {
+    if (type !== undefined) {
+      requireAccess(request, 'search', type);
+      if (parsed.types)
+        throw new AppError('invalid-search', '_type applies to a system search (GET /fhir?_type=...) only', {
+          expression: '_type',
+        });
+      return [type];
+    }
+    if (parsed.types) {
+      for (const t of parsed.types) {
+        if (!this.registry.isResourceType(t)) {
+          throw new AppError('invalid-search', `_type: ${t} is not a resource type`, { expression: '_type' });
+        }
+        requireAccess(request, 'search', t);
+      }
+      return [...new Set(parsed.types)];
+    }
+    // No _type: every type the caller may search.
+    const types = this.registry.resourceTypes.filter((t) => request.principal.canFhir('search', t));
+    if (types.length === 0)
+      throw new AppError('forbidden', "The token's scopes do not allow search on any resource type");
+    return types;
+  }
+
+  /** Conditional criteria as a plan: searched strictly, within the caller's search scopes. */
+  private planCriteria(request: FhirRequest, type: string, query: string): Plan {
+    if (!this.registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
+    const parsed = parseSearch([...new URLSearchParams(query)]);
+    return this.planFor(parsed, [type], true, (t) => request.principal.canFhir('search', t));
+  }
+
+  /** Stage 2 for a search and for conditional criteria alike; beyond the cost limits it is refused (422). */
+  private planFor(
+    parsed: SearchRequest,
+    types: readonly string[],
+    strict: boolean,
+    canSearch: (type: string) => boolean,
+  ): Plan {
+    const plan = planSearch(parsed, types, {
+      catalog: this.catalog,
+      references: this.catalog.references,
+      now: Date.now(),
+      strict,
+      canSearch,
+      dialect: this.db.dialect,
+    });
+    checkCost(parsed, plan);
+    return plan;
+  }
+
+  /**
+   * Stages 3 and 4 of every search (plain, compartment, `$everything`), each statement within the
+   * request's budget: inside a transaction Bundle on its executor (it sees the transaction's writes),
+   * otherwise on a bounded read, away from the writer.
+   */
+  private async runPlan(search: PlannedSearch, executor: SqlExecutor | undefined): Promise<FhirResponse> {
+    const budget = searchBudget(search.request, this.config.searchTimeoutMs);
+    try {
+      if (executor) {
+        return await withTransactionRunner(executor, budget, (run) => this.runStatements(search, run, executor));
+      }
+      const run = (statement: Sql) => this.db.boundedQuery(statement.text, statement.params, budget);
+      return await this.runStatements(search, run, this.db);
+    } catch (error) {
+      tooCostly(error);
+    }
+  }
+
+  /**
+   * Stages 3 and 4 on `run`: the cursor decoded, the plan estimated and compiled, the page executed.
+   * The cursors' key is read through `keyFrom`, the executor the search runs on.
+   */
+  private async runStatements(
+    search: PlannedSearch,
+    run: StatementRunner,
+    keyFrom: SqlExecutor,
+  ): Promise<FhirResponse> {
+    const { request, parsed, plan, path } = search;
+    const secret = await request.services.cursorKey.read(keyFrom);
+    const cursor = parsed.cursor ? decodeCursor(secret, parsed.cursor, queryKey(plan, path)) : undefined;
+    const estimated = await this.estimate(plan, run);
+    const { dialect } = this.db;
+    const { maxPageBytes } = this.config;
+    const compiled = compileSearchStatements(estimated, dialect, {
+      count: parsed.count,
+      total: parsed.total,
+      summaryCount: parsed.summary === 'count',
+      position: cursor?.position,
+      backwards: cursor?.backwards,
+      maxPageBytes,
+    });
+    const baseUrl = request.services.baseUrl;
+    const mayRead = (content: string) => mayReadBinary(request, content);
+    return executeSearch(
+      { run, dialect, registry: this.registry, baseUrl, secret, path, maxPageBytes, mayReadBinary: mayRead },
+      parsed,
+      estimated,
+      compiled,
+      cursor,
+    );
+  }
+}
+
+/**
+ * Resources written since conditional criteria were searched ahead that the write transaction checks
+ * itself; past it they are searched ahead again (a bulk load ran meanwhile).
+ */
+const MAX_WRITTEN_SINCE = 1000;
+
+/** The types other than the searched one whose resources decide a match: those chains and `_has` pass through. */
+function joinedTypes(criteria: readonly PlannedCriterion[], into = new Set<string>()): Set<string> {
+  for (const c of criteria) {
+    if (c.kind === 'chain') c.targetTypes.forEach((t) => into.add(t));
+    if (c.kind === 'has') into.add(c.sourceType);
+    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes') joinedTypes([c.inner], into);
+  }
+  return into;
+}
+
+/**
+ * The matches now, inside the write transaction, from those found ahead: the resources written since
+ * (history after `ahead.seq`, this transaction's own writes included) are the only ones whose answer
+ * may have changed, so the criteria are checked on them and on the earlier matches only, a few probes
+ * each. Exact unless a resource a chain or `_has` passes through changed (the criteria of an unchanged
+ * resource then changed too), too many were written to check cheaply, or the earlier matches were cut
+ * at the limit and one of them no longer matches: then StaleMatchesError, and they are searched ahead again.
+ * Where the resources a chain or `_has` passes through are of a type this transaction wrote itself
+ * (`ownWrites`), searching ahead again would never see them: the criteria are searched `inTransaction`.
+ */
+async function findIdsSince(
+  executor: SqlExecutor,
+  plan: Plan,
+  ahead: MatchesAhead,
+  budget: ReadBudget,
+  ownWrites: ReadonlySet<string> | undefined,
+  inTransaction: () => Promise<string[]>,
+): Promise<string[]> {
+  const written = await executor.query<{ pk: number; type: string }>(
+    'SELECT DISTINCT pk, type FROM resource_history WHERE seq > ? LIMIT ?',
+    [ahead.seq, MAX_WRITTEN_SINCE + 1],
+  );
+  const joined = joinedTypes(plan.criteria);
+  const writtenJoined = written.filter((row) => joined.has(row.type));
+  if (writtenJoined.some((row) => ownWrites?.has(row.type))) return inTransaction();
+  if (written.length > MAX_WRITTEN_SINCE || writtenJoined.length > 0) throw new StaleMatchesError();
+  const candidates = new Set(ahead.pks);
+  for (const row of written) if (plan.types.includes(row.type)) candidates.add(Number(row.pk));
+  if (candidates.size === 0) return [];
+  const statement = compileMatchesAmong(plan, executor.dialect, [...candidates], ahead.limit);
+  // The candidates can be large resources (many index rows each): bounded like criteria searched in the
+  // transaction.
+  const rows = await runBoundedWhereCan(executor, budget, statement);
+  if (ahead.pks.length >= ahead.limit && rows.length < ahead.limit) throw new StaleMatchesError();
+  return rows.map((row) => row.id as string);
 }

@@ -5,7 +5,7 @@ import type { Principal } from '../../src/auth/principal.js';
 import { loadConfig } from '../../src/config.js';
 import { loadR4Definitions } from '../../src/definitions/registry.js';
 import type { FhirRequest } from '../../src/fhir/services.js';
-import { createFhirServices } from '../../src/fhir/create-services.js';
+import { createFhirServices } from '../../src/services.js';
 import { Importer } from '../../src/import/importer.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { openDatabase } from '../../src/storage/open-database.js';

@@ -1,5 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#history
 import { AppError } from '../../errors.js';
+import { openCursor, signCursor } from '../../page-cursor.js';
 import type { HistoryCursor, StoredVersion } from '../../storage/store.js';
 import { binaryVersionsReadable, requireAccess } from '../access.js';
 import { bundleJson } from '../bundle.js';
@@ -13,15 +14,21 @@ export type HistoryQueryParams = Record<string, string | undefined>;
 
 const METHOD: Record<StoredVersion['operation'], string> = { create: 'POST', update: 'PUT', delete: 'DELETE' };
 
-function encodeCursor(cursor: HistoryCursor): string {
-  return Buffer.from(`${cursor.lastUpdated}.${cursor.seq}`).toString('base64url');
+/** What a history cursor is bound to: the history it pages (of a resource, a type or all) since when. */
+function historyList(type: string | undefined, id: string | undefined, since: number | undefined): string {
+  return `history:${type ?? ''}/${id ?? ''}?_since=${since ?? ''}`;
 }
 
-function decodeCursor(raw: string): HistoryCursor {
-  const match = /^([0-9]{1,15})\.([0-9]{1,15})$/.exec(Buffer.from(raw, 'base64url').toString());
-  if (!match)
+function encodeCursor(key: string, cursor: HistoryCursor, list: string): string {
+  return signCursor(key, [cursor.lastUpdated, cursor.seq], list);
+}
+
+function decodeCursor(key: string, token: string, list: string): HistoryCursor {
+  const values = openCursor(key, token, list);
+  const [lastUpdated, seq] = values ?? [];
+  if (values?.length !== 2 || typeof lastUpdated !== 'number' || typeof seq !== 'number')
     throw new AppError('invalid-search', '_cursor is not a cursor this server issued', { expression: '_cursor' });
-  return { lastUpdated: Number(match[1]), seq: Number(match[2]) };
+  return { lastUpdated, seq };
 }
 
 function historyEntry(request: FhirRequest, version: StoredVersion): BundleEntry {
@@ -65,7 +72,9 @@ export async function historyInteraction(
   }
   const count = parseCount(params._count);
   const since = params._since ? parseInstantParameter('_since', params._since) : undefined;
-  const after = params._cursor ? decodeCursor(params._cursor) : undefined;
+  const list = historyList(type, id, since);
+  const cursorKey = await request.services.cursorKey.read();
+  const after = params._cursor ? decodeCursor(cursorKey, params._cursor, list) : undefined;
   const maxBytes = request.services.config.maxPageBytes;
   const page = await request.services.store.history({ type, id, since, count, after, readAfter, maxBytes });
 
@@ -74,7 +83,7 @@ export async function historyInteraction(
     const query = new URLSearchParams();
     query.set('_count', String(count));
     if (params._since) query.set('_since', params._since);
-    if (cursor) query.set('_cursor', encodeCursor(cursor));
+    if (cursor) query.set('_cursor', encodeCursor(cursorKey, cursor, list));
     return `${path}?${query.toString()}`;
   };
   const link: BundleLink[] = [

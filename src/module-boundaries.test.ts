@@ -1,0 +1,44 @@
+// Which modules may not import which (issue 24: no module cycles). search/ implements the SearchEngine
+// interface that fhir/services.ts declares and uses fhir/ helpers; fhir/ must not import search/ back,
+// not even types: services.ts at the top of src/ composes the two.
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const SRC = fileURLToPath(new URL('.', import.meta.url));
+
+/** [importing module, imported module]: no file under the first imports a file under the second. */
+const FORBIDDEN: readonly (readonly [string, string])[] = [['fhir', 'search']];
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** The relative specifiers a file imports or re-exports, static or dynamic, type-only included. */
+function relativeImports(text: string): string[] {
+  const specifiers = text.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g);
+  return [...specifiers].map((match) => match[1]);
+}
+
+const inside = (path: string, module: string): boolean => path.startsWith(join(SRC, module) + sep);
+
+describe('module boundaries', () => {
+  it('finds the imports of a file, type-only and dynamic ones included', () => {
+    const text = `import type { A } from '../search/a.js';\nexport { B } from "./b.js";\nawait import('../c.js');\nimport './d.js';`;
+    expect(relativeImports(text)).toEqual(['../search/a.js', './b.js', '../c.js', './d.js']);
+  });
+
+  it.each(FORBIDDEN)('no file under src/%s/ imports from src/%s/', (from, to) => {
+    const offenders = sources(join(SRC, from)).flatMap((path) =>
+      relativeImports(readFileSync(path, 'utf8'))
+        .filter((specifier) => inside(resolve(dirname(path), specifier), to))
+        .map((specifier) => `${relative(SRC, path)} imports ${specifier}`),
+    );
+    expect(offenders).toEqual([]);
+  });
+});

@@ -16,6 +16,7 @@ import { registerBodyParsers } from './http/body-parsers.js';
 import { registerFhirCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
 import { errorHandler, sendError } from './http/error-handler.js';
+import { authenticatedScope } from './http/authenticated.js';
 import { exportRoutes } from './http/export-routes.js';
 import { assertInRouteTable, fhirRoutes } from './http/fhir-routes.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
@@ -124,13 +125,12 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   // Every /fhir route is one of the table's (fhir/router.ts), registered with it.
   app.addHook('onRoute', (route) => assertInRouteTable(route, services.router.routes));
   await auth.registerRoutes(app);
-  await app.register(fhirRoutes, { services, authenticator: auth.authenticator });
-  await app.register(exportRoutes, {
-    services,
-    definitions,
-    catalog: services.search.catalog,
+  await app.register(authenticatedScope, {
     authenticator: auth.authenticator,
-    db,
+    routes: async (scope) => {
+      await scope.register(fhirRoutes, { services });
+      await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db });
+    },
   });
   await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 

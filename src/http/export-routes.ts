@@ -6,7 +6,6 @@ import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { AccountStore } from '../auth/accounts.js';
 import { currentPrincipal } from '../auth/authenticator.js';
-import type { Authenticator } from '../auth/principal.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { operationOutcomeFor } from '../errors.js';
 import { patientCompartmentParams } from '../export/compartment.js';
@@ -28,7 +27,6 @@ export interface ExportRoutesOptions {
   readonly definitions: R4Registry;
   /** The search engine's: one compiled catalog in the process (a second one was ~MBs of heap at export time). */
   readonly catalog: SearchCatalog;
-  readonly authenticator: Authenticator;
   readonly db: SqlDatabase;
 }
 
@@ -57,10 +55,6 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
   app.addHook('onReady', async () => runner.start());
   // preClose: the database (closed by app.ts's onClose) is still open to give running jobs back.
   app.addHook('preClose', async () => runner.stop());
-
-  app.addHook('onRequest', async (request, reply) => {
-    request.principal = await options.authenticator.authenticate(request, reply);
-  });
 
   const statusUrl = (id: string) => `${services.config.publicUrl}${STATUS_PATH}/${id}`;
 

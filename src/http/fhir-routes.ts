@@ -3,7 +3,6 @@
 // logic lives here.
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import type { Authenticator, Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { requireAccess } from '../fhir/access.js';
 import type { PatchFormat } from '../fhir/interactions/patch.js';
@@ -12,18 +11,9 @@ import { FHIR_ROUTES } from '../fhir/router.js';
 import { fhirSegments, fhirUrl } from '../fhir/routing.js';
 import type { FhirRoute, InteractionCall } from '../fhir/routing.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
-import type { ReadBudget } from '../storage/sql/database.js';
 import { isBinaryRead, sendRead } from './binary-reply.js';
 import { registerRawContentParsers, requestResource } from './body-parsers.js';
 import { assertJsonFormat, sendFhir } from './fhir-reply.js';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    principal?: Principal;
-    /** The time this request's searches may take, and the signal that the client went away. */
-    readBudget?: ReadBudget;
-  }
-}
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -73,14 +63,13 @@ function httpCall(request: FastifyRequest, isResourceType: (name: string) => boo
 
 export interface FhirRoutesOptions {
   readonly services: FhirServices;
-  readonly authenticator: Authenticator;
 }
 
 /** Every route of the table that this plugin serves (the rest: export-routes.ts), with the FHIR hooks. */
 export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOptions): Promise<void> {
   const { services } = options;
   registerRawContentParsers(app, services.config.maxBodyBytes);
-  app.addHook('onRequest', async (request, reply) => authorizeBeforeBody(request, reply, options));
+  app.addHook('onRequest', async (request) => authorizeBeforeBody(request, options));
   app.addHook('preHandler', async (request, reply) => startReadBudget(request, reply, services));
   // After a write succeeded (its transaction committed), before the client hears of it: where the
   // account's writes stand, for the read-your-writes check, from any server process.
@@ -99,7 +88,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
     app.route({
       method: route.method,
       url: fhirUrl(route),
-      config: { fhirRoute: route },
+      config: { fhirRoute: route, public: route.public },
       handler: async (request, reply) => {
         if (route.body === 'form') assertFormBody(request);
         const call = httpCall(request, isResourceType);
@@ -131,11 +120,11 @@ function fhirRequest(request: FastifyRequest, services: FhirServices): FhirReque
 }
 
 /**
- * The one place where FHIR requests are authenticated: every route but the public metadata. It runs
- * before the body is read: an operation the server lacks (400), an unknown type (404) or a scope that
- * refuses the request (403) is answered without reading it (docs/security.md).
+ * After authentication (authenticated.ts), before the body is read: an operation the server lacks (400),
+ * an unknown type (404) or a scope that refuses the request (403) is answered without reading it
+ * (docs/security.md).
  */
-async function authorizeBeforeBody(request: FastifyRequest, reply: FastifyReply, options: FhirRoutesOptions) {
+async function authorizeBeforeBody(request: FastifyRequest, options: FhirRoutesOptions) {
   const { services } = options;
   const route = request.routeOptions.config.fhirRoute;
   // A Binary read may answer its own media type: it negotiates in sendRead (binary-reply.ts).
@@ -149,9 +138,7 @@ async function authorizeBeforeBody(request: FastifyRequest, reply: FastifyReply,
     if (services.router.match(request.method, fhirSegments(path))?.route !== route)
       throw services.router.unmatched(path);
   }
-  if (!route || route.public) return;
-  request.principal = await options.authenticator.authenticate(request, reply);
-  if (!route.beforeBody) return;
+  if (!route?.beforeBody) return;
   const call = {
     params: request.params as Record<string, string | undefined>,
     header: (name: string) => header(request, name),

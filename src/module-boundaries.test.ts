@@ -1,6 +1,6 @@
-// Which modules may not import which (issue 24: no module cycles). search/ implements the SearchEngine
-// interface that fhir/services.ts declares and uses fhir/ helpers; fhir/ must not import search/ back,
-// not even types: services.ts at the top of src/ composes the two.
+// Which modules may not import which (docs/architecture.md, "Folders"): the layers import downwards only.
+// search/ implements the SearchEngine interface that fhir/services.ts declares and uses fhir/ helpers;
+// fhir/ must not import search/ back, not even types: services.ts at the top of src/ composes the two.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,14 +8,39 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = fileURLToPath(new URL('.', import.meta.url));
 
+/** The HTTP layer and the command line sit on top: nothing below imports them. */
+const BELOW_HTTP = [
+  'auth',
+  'definitions',
+  'export',
+  'fhir',
+  'fhirpath',
+  'import',
+  'scribe',
+  'search',
+  'storage',
+  'validation',
+];
+
 /** [importing module, imported module]: no file under the first imports a file under the second. */
-const FORBIDDEN: readonly (readonly [string, string])[] = [['fhir', 'search']];
+const FORBIDDEN: readonly (readonly [string, string])[] = [
+  ...BELOW_HTTP.flatMap((module) => [[module, 'http'] as const, [module, 'cli'] as const]),
+  // The FHIR layer: below search, export, import and the scribe, which all write and read through it.
+  ...['search', 'export', 'import', 'scribe'].map((module) => ['fhir', module] as const),
+  // Storage knows SQL, not who asks or what for.
+  ...['auth', 'export', 'import', 'scribe', 'validation', 'fhirpath'].map((module) => ['storage', module] as const),
+  // The R4 definitions and validation are pure: no database, no requests.
+  ...['auth', 'fhir', 'search', 'storage', 'validation'].map((module) => ['definitions', module] as const),
+  ...['auth', 'search', 'storage', 'export', 'import', 'scribe'].map((module) => ['validation', module] as const),
+  ...['auth', 'export', 'import', 'scribe'].map((module) => ['search', module] as const),
+];
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return sources(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
+    // End-to-end suites drive the whole product (the import command, the CLI) wherever they live.
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.int.test.ts') ? [path] : [];
   });
 }
 

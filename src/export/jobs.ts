@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
-import { cleanReason } from '../scribe/queue.js';
+import { cleanReason } from '../storage/stored-text.js';
 import type { SqlDatabase, SqlExecutor, SqlValue } from '../storage/sql/database.js';
 import { EMPTY_GZIP } from './gzip-file.js';
 import type { GzipState } from './gzip-file.js';

@@ -9,6 +9,7 @@
 //     over (the attempt counts). A process that shuts down gives its jobs back at once (it does not count);
 //   - a failed attempt is retried after retryBaseMs, 2×, 4×, ... (at most 5 minutes); after maxAttempts,
 //     or at once for a permanent error, the job and its record end FAILED with the reason.
+import { cleanReason } from '../storage/stored-text.js';
 import { randomUUID } from 'node:crypto';
 import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import type { ScribeNote } from './records.js';
@@ -56,12 +57,6 @@ export async function enqueueJob(tx: SqlExecutor, recordId: number, now: number)
     `INSERT INTO scribe_job (record_id, state, attempts, run_after, created_at, updated_at) VALUES (?, 'queued', 0, ?, ?, ?)`,
     [recordId, now, now, now],
   );
-}
-
-/** An error message as stored: no control characters (PostgreSQL TEXT refuses NUL), at most 2000 characters. */
-export function cleanReason(message: string): string {
-  // eslint-disable-next-line no-control-regex
-  return message.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, '').slice(0, 2000);
 }
 
 function emptyProgress(): JobProgress {

@@ -6,7 +6,8 @@ import type { Logger } from '../logger.js';
 import type { SqlExecutor } from '../storage/sql/database.js';
 import { isPermanent } from './processor.js';
 import type { Job, JobQueue } from './queue.js';
-import { cleanReason, LeaseLostError } from './queue.js';
+import { cleanReason } from '../storage/stored-text.js';
+import { LeaseLostError } from './queue.js';
 
 export interface PoolOptions {
   readonly size: number;

@@ -1,8 +1,10 @@
 // https://hl7.org/fhir/R4/http.html#capabilities: what the server supports, derived from the route
 // table (router.ts), so that it lists exactly the interactions and operations that are served.
-import { BULK_DATA_CAPABILITY } from '../../export/capabilities.js';
 import type { FhirOperation, FhirRoute, Interaction } from '../routing.js';
 import type { FhirServices } from '../services.js';
+
+/** The Bulk Data IG's server capability, which the export routes of the table (router.ts) serve. */
+const BULK_DATA_CAPABILITY = 'http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data';
 
 /** R4's TypeRestfulInteraction and SystemRestfulInteraction codes. */
 const TYPE_CODES: ReadonlySet<Interaction> = new Set<Interaction>([

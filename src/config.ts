@@ -252,65 +252,78 @@ export function wildcardPublicHost(
   return { host: '127.0.0.1', source: 'loopback (no other address found)' };
 }
 
-function readConfig(environment: Env, options: ConfigOptions) {
-  // Every name read is recorded: the names loadConfig knows are exactly the ones it reads.
-  const known = new Set<string>();
-  const env: Env = new Proxy(environment, {
-    get(target, name) {
-      if (typeof name === 'string') known.add(name);
-      return Reflect.get(target, name) as string | undefined;
-    },
-  });
-  const problems: string[] = [];
-  const integer = (name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
-    const raw = env[name];
+/** Reads the environment: every name read is recorded (the names loadConfig knows are exactly the ones it reads), every bad value a problem. */
+class EnvReader {
+  readonly known = new Set<string>();
+  readonly problems: string[] = [];
+  readonly env: Env;
+
+  constructor(environment: Env) {
+    const known = this.known;
+    this.env = new Proxy(environment, {
+      get(target, name) {
+        if (typeof name === 'string') known.add(name);
+        return Reflect.get(target, name) as string | undefined;
+      },
+    });
+  }
+
+  integer(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+    const raw = this.env[name];
     if (raw === undefined || raw === '') return fallback;
     const value = Number(raw);
     if (!Number.isInteger(value) || value < min || value > max) {
-      problems.push(`${name} must be an integer between ${min} and ${max}, got "${raw}"`);
+      this.problems.push(`${name} must be an integer between ${min} and ${max}, got "${raw}"`);
       return fallback;
     }
     return value;
-  };
-  const flag = (name: string): boolean => {
-    const raw = (env[name] ?? '').trim().toLowerCase();
+  }
+
+  flag(name: string): boolean {
+    const raw = (this.env[name] ?? '').trim().toLowerCase();
     if (raw === '' || raw === '0' || raw === 'false' || raw === 'no') return false;
     if (raw === '1' || raw === 'true' || raw === 'yes') return true;
-    problems.push(`${name} must be 1/true/yes or 0/false/no, got "${env[name]}"`);
+    this.problems.push(`${name} must be 1/true/yes or 0/false/no, got "${this.env[name]}"`);
     return false;
-  };
+  }
+}
 
-  /** AMBIENT_LLM_* / AMBIENT_STT_*: an engine when <prefix>_URL is set. */
-  const engine = (
-    prefix: string,
-    defaultModel: string | undefined,
-    defaultTimeoutMs: number,
-  ): EngineConfig | undefined => {
-    const url = (env[`${prefix}_URL`] ?? '').trim().replace(/\/+$/, '');
-    const timeoutMs = integer(`${prefix}_TIMEOUT_MS`, defaultTimeoutMs, 100, 3_600_000);
-    const maxRetries = integer(`${prefix}_MAX_RETRIES`, 2, 0, 10);
-    // Read before the early return, so that both names are known even while the engine is off.
-    const model = (env[`${prefix}_MODEL`] ?? '').trim() || defaultModel;
-    const apiKey = env[`${prefix}_API_KEY`] || undefined;
-    if (url === '') return undefined;
-    try {
-      const parsed = new URL(url);
-      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error();
-    } catch {
-      problems.push(`${prefix}_URL must be an absolute http(s) URL, got "${redactUrl(url)}"`);
-    }
-    if (model === undefined) problems.push(`${prefix}_MODEL must be set when ${prefix}_URL is`);
-    return Object.freeze({
-      url,
-      model: model ?? '',
-      apiKey,
-      timeoutMs,
-      maxRetries,
-    });
-  };
+/** AMBIENT_LLM_* / AMBIENT_STT_*: an engine when <prefix>_URL is set. */
+function engineSettings(
+  reader: EnvReader,
+  prefix: string,
+  defaultModel: string | undefined,
+  defaultTimeoutMs: number,
+): EngineConfig | undefined {
+  const { env, problems } = reader;
+  const url = (env[`${prefix}_URL`] ?? '').trim().replace(/\/+$/, '');
+  const timeoutMs = reader.integer(`${prefix}_TIMEOUT_MS`, defaultTimeoutMs, 100, 3_600_000);
+  const maxRetries = reader.integer(`${prefix}_MAX_RETRIES`, 2, 0, 10);
+  // Read before the early return, so that both names are known even while the engine is off.
+  const model = (env[`${prefix}_MODEL`] ?? '').trim() || defaultModel;
+  const apiKey = env[`${prefix}_API_KEY`] || undefined;
+  if (url === '') return undefined;
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error();
+  } catch {
+    problems.push(`${prefix}_URL must be an absolute http(s) URL, got "${redactUrl(url)}"`);
+  }
+  if (model === undefined) problems.push(`${prefix}_MODEL must be set when ${prefix}_URL is`);
+  return Object.freeze({
+    url,
+    model: model ?? '',
+    apiKey,
+    timeoutMs,
+    maxRetries,
+  });
+}
 
+/** HOST, PORT, TLS and the public URL clients follow (derived when HOST is a wildcard, with a note). */
+function listenerSettings(reader: EnvReader, options: ConfigOptions) {
+  const { env, problems } = reader;
   const host = env.HOST || '127.0.0.1';
-  const port = integer('PORT', 8080, 0, 65535);
+  const port = reader.integer('PORT', 8080, 0, 65535);
   const tlsCertFile = env.TLS_CERT_FILE || undefined;
   const tlsKeyFile = env.TLS_KEY_FILE || undefined;
   if (Boolean(tlsCertFile) !== Boolean(tlsKeyFile))
@@ -334,7 +347,12 @@ function readConfig(environment: Env, options: ConfigOptions) {
   } catch {
     problems.push(`AMBIENT_PUBLIC_URL must be an absolute http(s) URL, got "${publicUrl}"`);
   }
+  return { host, port, tlsCertFile, tlsKeyFile, publicUrl, publicUrlNote };
+}
 
+/** DATABASE_URL and DATABASE_READ_URLS. */
+function databaseSettings(reader: EnvReader) {
+  const { env, problems } = reader;
   const databaseUrl = env.DATABASE_URL || 'sqlite:./data/ambient.db';
   if (!/^sqlite:./.test(databaseUrl) && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push(
@@ -356,6 +374,18 @@ function readConfig(environment: Env, options: ConfigOptions) {
       problems.push(`DATABASE_READ_URLS must list postgres:// URLs separated by commas, got "${redactUrl(url)}"`);
     }
   }
+  return { databaseUrl, databaseReadUrls };
+}
+
+function readConfig(environment: Env, options: ConfigOptions) {
+  const reader = new EnvReader(environment);
+  const { env, problems, known } = reader;
+  const integer = reader.integer.bind(reader);
+  const flag = reader.flag.bind(reader);
+  const engine = (prefix: string, defaultModel: string | undefined, defaultTimeoutMs: number) =>
+    engineSettings(reader, prefix, defaultModel, defaultTimeoutMs);
+  const { host, port, tlsCertFile, tlsKeyFile, publicUrl, publicUrlNote } = listenerSettings(reader, options);
+  const { databaseUrl, databaseReadUrls } = databaseSettings(reader);
 
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);

@@ -102,6 +102,30 @@ function depth(value: unknown, level = 1): number {
  */
 export function parseSubmission(fields: FieldValues, audio: readonly AudioInput[], sttAvailable: boolean): Submission {
   const problems: string[] = [];
+  checkFieldNames(fields, problems);
+  const transcripts = readTranscripts(fields, problems);
+  checkAudio(fields, audio, sttAvailable, problems);
+  const templateIds = readTemplateIds(fields, problems);
+  const patientName = readPatientName(fields, problems);
+  const dateOfService = singleField(fields, 'date_of_service', problems);
+  const dateProblem = dateOfService === undefined ? undefined : dateOfServiceProblem(dateOfService);
+  if (dateProblem) problems.push(`date_of_service: ${dateProblem}`);
+  const additionalContext = readAdditionalContext(fields, problems);
+  const patient = readReference(fields, 'patient', 'Patient', problems);
+  const encounter = readReference(fields, 'encounter', 'Encounter', problems);
+
+  if (problems.length > 0) throw new AppError('bad-request', `Invalid scribe request: ${problems.join('; ')}`);
+  if (audio.length > 0 && !sttAvailable) {
+    throw new AppError(
+      'speech-to-text-unavailable',
+      'audio_files: this server has no speech-to-text engine (AMBIENT_STT_URL is not set); send transcripts instead',
+    );
+  }
+  return { transcripts, templateIds, patientName, dateOfService, additionalContext, patient, encounter, audio };
+}
+
+/** Only the known fields, each single one once. */
+function checkFieldNames(fields: FieldValues, problems: string[]): void {
   const unknown = [...fields.keys()].filter((name) => !(FIELDS as readonly string[]).includes(name));
   if (unknown.length > 0) {
     problems.push(
@@ -112,20 +136,22 @@ export function parseSubmission(fields: FieldValues, audio: readonly AudioInput[
     if ((fields.get(name)?.length ?? 0) > 1)
       problems.push(`${name}: give it once, not ${fields.get(name)!.length} times`);
   }
+}
 
-  /** A single optional string field; "" counts as absent (HTML forms send empty fields). */
-  const single = (name: string): string | undefined => {
-    const value = fields.get(name)?.[0];
-    if (value === undefined) return undefined;
-    if (typeof value !== 'string') {
-      problems.push(`${name}: must be a string`);
-      return undefined;
-    }
-    const trimmed = value.trim();
-    return trimmed === '' ? undefined : trimmed;
-  };
+/** A single optional string field; "" counts as absent (HTML forms send empty fields). */
+function singleField(fields: FieldValues, name: string, problems: string[]): string | undefined {
+  const value = fields.get(name)?.[0];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') {
+    problems.push(`${name}: must be a string`);
+    return undefined;
+  }
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
 
-  // transcripts: one or more non-empty strings (or none, when audio files are sent).
+/** transcripts: one or more non-empty strings (or none, when audio files are sent). */
+function readTranscripts(fields: FieldValues, problems: string[]): string[] {
   const transcripts: string[] = [];
   const rawTranscripts = fields.get('transcripts') ?? [];
   rawTranscripts.forEach((value, i) => {
@@ -137,8 +163,11 @@ export function parseSubmission(fields: FieldValues, audio: readonly AudioInput[
   if (rawTranscripts.length > SUBMISSION_LIMITS.transcripts) {
     problems.push(`transcripts: at most ${SUBMISSION_LIMITS.transcripts} transcripts per record`);
   }
+  return transcripts;
+}
 
-  // audio_files: only as form file parts, only with a speech-to-text engine.
+/** audio_files: only as form file parts, only with a speech-to-text engine; transcripts or audio required. */
+function checkAudio(fields: FieldValues, audio: readonly AudioInput[], sttAvailable: boolean, problems: string[]) {
   if (fields.has('audio_files')) {
     problems.push('audio_files: send audio as multipart/form-data file parts named audio_files');
   }
@@ -148,15 +177,17 @@ export function parseSubmission(fields: FieldValues, audio: readonly AudioInput[
   audio.forEach((file, i) => {
     if (file.data.length === 0) problems.push(`audio_files[${i}] (${file.filename}): the file is empty`);
   });
-  if (rawTranscripts.length === 0 && audio.length === 0 && !fields.has('audio_files')) {
+  if ((fields.get('transcripts') ?? []).length === 0 && audio.length === 0 && !fields.has('audio_files')) {
     problems.push(
       sttAvailable
         ? 'transcripts: required (one or more transcripts, or audio_files)'
         : 'transcripts: required (one or more transcripts)',
     );
   }
+}
 
-  // template_ids: one or more positive integers, each once; "1,2" in one form field is two.
+/** template_ids: one or more positive integers, each once; "1,2" in one form field is two. */
+function readTemplateIds(fields: FieldValues, problems: string[]): number[] {
   const templateIds: number[] = [];
   const rawIds = fields.get('template_ids') ?? [];
   const tokens: unknown[] = rawIds.flatMap((value) =>
@@ -177,69 +208,60 @@ export function parseSubmission(fields: FieldValues, audio: readonly AudioInput[
   if (templateIds.length > SUBMISSION_LIMITS.templateIds) {
     problems.push(`template_ids: at most ${SUBMISSION_LIMITS.templateIds} templates per record`);
   }
+  return templateIds;
+}
 
-  const patientName = single('patient_name');
+function readPatientName(fields: FieldValues, problems: string[]): string | undefined {
+  const patientName = singleField(fields, 'patient_name', problems);
   if (patientName !== undefined && patientName.length > SUBMISSION_LIMITS.patientName) {
     problems.push(`patient_name: at most ${SUBMISSION_LIMITS.patientName} characters`);
   }
   if (patientName !== undefined && CONTROL_CHARACTERS.test(patientName)) {
     problems.push('patient_name: must not contain control characters');
   }
+  return patientName;
+}
 
-  const dateOfService = single('date_of_service');
-  const dateProblem = dateOfService === undefined ? undefined : dateOfServiceProblem(dateOfService);
-  if (dateProblem) problems.push(`date_of_service: ${dateProblem}`);
-
-  // additional_context: a JSON object, or a string holding one.
-  let additionalContext: Record<string, unknown> | undefined;
+/** additional_context: a JSON object, or a string holding one. */
+function readAdditionalContext(fields: FieldValues, problems: string[]): Record<string, unknown> | undefined {
   const rawContext = fields.get('additional_context')?.[0];
-  if (rawContext !== undefined) {
-    let value: unknown = rawContext;
-    let parsed = true;
-    if (typeof rawContext === 'string') {
-      if (rawContext.trim() === '') value = undefined;
-      else {
-        try {
-          value = JSON.parse(rawContext);
-        } catch (error) {
-          parsed = false;
-          problems.push(`additional_context: not valid JSON (${(error as Error).message})`);
-        }
-      }
-    }
-    if (parsed && value !== undefined) {
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-        problems.push('additional_context: must be a JSON object (or a string holding one)');
-      } else if (Buffer.byteLength(JSON.stringify(value)) > SUBMISSION_LIMITS.additionalContextBytes) {
-        problems.push(`additional_context: at most ${SUBMISSION_LIMITS.additionalContextBytes} bytes of JSON`);
-      } else if (depth(value) > SUBMISSION_LIMITS.additionalContextDepth) {
-        problems.push(`additional_context: nested deeper than ${SUBMISSION_LIMITS.additionalContextDepth} levels`);
-      } else {
-        additionalContext = value as Record<string, unknown>;
-      }
-    }
-  }
-
-  const reference = (name: 'patient' | 'encounter', type: string): string | undefined => {
-    const value = single(name);
-    if (value === undefined) return undefined;
-    if (!new RegExp(`^${type}/${REFERENCE_ID}$`).test(value)) {
-      problems.push(
-        `${name}: must be a reference of the form "${type}/<id>", got ${JSON.stringify(value.slice(0, 100))}`,
-      );
+  if (rawContext === undefined) return undefined;
+  let value: unknown = rawContext;
+  if (typeof rawContext === 'string') {
+    if (rawContext.trim() === '') return undefined;
+    try {
+      value = JSON.parse(rawContext);
+    } catch (error) {
+      problems.push(`additional_context: not valid JSON (${(error as Error).message})`);
       return undefined;
     }
-    return value;
-  };
-  const patient = reference('patient', 'Patient');
-  const encounter = reference('encounter', 'Encounter');
-
-  if (problems.length > 0) throw new AppError('bad-request', `Invalid scribe request: ${problems.join('; ')}`);
-  if (audio.length > 0 && !sttAvailable) {
-    throw new AppError(
-      'speech-to-text-unavailable',
-      'audio_files: this server has no speech-to-text engine (AMBIENT_STT_URL is not set); send transcripts instead',
-    );
   }
-  return { transcripts, templateIds, patientName, dateOfService, additionalContext, patient, encounter, audio };
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    problems.push('additional_context: must be a JSON object (or a string holding one)');
+  } else if (Buffer.byteLength(JSON.stringify(value)) > SUBMISSION_LIMITS.additionalContextBytes) {
+    problems.push(`additional_context: at most ${SUBMISSION_LIMITS.additionalContextBytes} bytes of JSON`);
+  } else if (depth(value) > SUBMISSION_LIMITS.additionalContextDepth) {
+    problems.push(`additional_context: nested deeper than ${SUBMISSION_LIMITS.additionalContextDepth} levels`);
+  } else {
+    return value as Record<string, unknown>;
+  }
+  return undefined;
+}
+
+/** patient, encounter: `Type/<id>`. */
+function readReference(
+  fields: FieldValues,
+  name: 'patient' | 'encounter',
+  type: string,
+  problems: string[],
+): string | undefined {
+  const value = singleField(fields, name, problems);
+  if (value === undefined) return undefined;
+  if (!new RegExp(`^${type}/${REFERENCE_ID}$`).test(value)) {
+    problems.push(
+      `${name}: must be a reference of the form "${type}/<id>", got ${JSON.stringify(value.slice(0, 100))}`,
+    );
+    return undefined;
+  }
+  return value;
 }

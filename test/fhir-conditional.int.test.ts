@@ -98,6 +98,75 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
     expect((await del(twice)).statusCode).toBe(412);
   });
 
+  it('patches conditionally: one match → patched; none → 404; several → 412; If-Match still holds', async () => {
+    const value = randomUUID();
+    const id = (await create(patientWith(value))).json().id;
+    const patch = (v: string, operations: unknown[], headers: Record<string, string> = {}) =>
+      t.app.inject({
+        method: 'PATCH',
+        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`,
+        headers: { ...auth, 'content-type': 'application/json-patch+json', ...headers },
+        payload: JSON.stringify(operations),
+      });
+    const patched = await patch(value, [{ op: 'add', path: '/gender', value: 'female' }]);
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json()).toMatchObject({ id, gender: 'female', meta: { versionId: '2' } });
+    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    expect(read.json().gender).toBe('female');
+    const stale = await patch(value, [{ op: 'replace', path: '/gender', value: 'male' }], { 'if-match': 'W/"1"' });
+    expect(stale.statusCode).toBe(412);
+    const none = await patch(randomUUID(), [{ op: 'add', path: '/gender', value: 'male' }]);
+    expect(none.statusCode).toBe(404);
+    expect(none.json().issue[0].diagnostics).toMatch(/No Patient matches/);
+    const twice = randomUUID();
+    await create(patientWith(twice));
+    await create(patientWith(twice));
+    expect((await patch(twice, [{ op: 'add', path: '/gender', value: 'male' }])).statusCode).toBe(412);
+    expect(await search(`identifier=${system}|${twice}&gender=male`)).toHaveLength(0);
+  });
+
+  it('patches conditionally in a transaction, and needs search as well as update on the type', async () => {
+    const value = randomUUID();
+    const id = (await create(patientWith(value))).json().id;
+    const operations = [{ op: 'add', path: '/birthDate', value: '1970-01-01' }];
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir',
+      headers: auth,
+      payload: JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          {
+            resource: {
+              resourceType: 'Binary',
+              contentType: 'application/json-patch+json',
+              data: Buffer.from(JSON.stringify(operations)).toString('base64'),
+            },
+            request: { method: 'PATCH', url: `Patient?identifier=${encodeURIComponent(`${system}|${value}`)}` },
+          },
+        ],
+      }),
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().entry[0].response).toMatchObject({ status: '200 OK', etag: 'W/"2"' });
+    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    expect(read.json().birthDate).toBe('1970-01-01');
+
+    // Refused before the body is read: the criteria are a search.
+    const updateOnly = { authorization: `Bearer ${await t.token('system/Patient.u')}` };
+    const refused = await t.app.inject({
+      method: 'PATCH',
+      url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
+      headers: { ...updateOnly, 'content-type': 'application/json-patch+json' },
+      payload: JSON.stringify([{ op: 'add', path: '/gender', value: 'male' }]),
+    });
+    expect(refused.statusCode).toBe(403);
+    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).json().gender).toBe(
+      undefined,
+    );
+  });
+
   it('resolves conditional references and ifNoneExist inside a transaction', async () => {
     const npi = randomUUID();
     const practitioner = await t.app.inject({

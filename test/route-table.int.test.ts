@@ -48,8 +48,8 @@ describe('the FHIR route table', () => {
     expect(() => assertInRouteTable({ method: 'GET', url: '/fhir/Patient/:id/$stats' } as never, FHIR_ROUTES)).toThrow(
       /outside the FHIR route table/,
     );
-    expect(() => assertInRouteTable({ method: 'PATCH', url: '/fhir/:type' } as never, FHIR_ROUTES)).toThrow(
-      /PATCH \/fhir\/:type/,
+    expect(() => assertInRouteTable({ method: 'POST', url: '/fhir/:type/:id' } as never, FHIR_ROUTES)).toThrow(
+      /POST \/fhir\/:type\/:id/,
     );
     expect(() => assertInRouteTable({ method: 'GET', url: '/fhir/:type/:id' } as never, FHIR_ROUTES)).not.toThrow();
     expect(() => assertInRouteTable({ method: 'GET', url: '/healthz' } as never, FHIR_ROUTES)).not.toThrow();

@@ -11,6 +11,7 @@ export type EntryAction = (
   | { kind: 'create'; type: string; ifNoneExist?: string }
   | { kind: 'update'; type: string; id: string; ifMatch?: number }
   | { kind: 'conditional-update'; type: string; query: string; ifMatch?: number }
+  | { kind: 'conditional-patch'; type: string; query: string; ifMatch?: number }
   | { kind: 'patch'; type: string; id: string; ifMatch?: number }
   | { kind: 'delete'; type: string; id: string }
   | { kind: 'conditional-delete'; type: string; query: string }
@@ -103,19 +104,9 @@ function entryVersion(request: EntryRequest): number | undefined {
   return value === undefined ? undefined : parseETagVersion(value);
 }
 
-/** Transaction processing order (bundle.html#transaction): DELETE, POST, PUT/PATCH, then GET/HEAD. */
+/** Transaction processing order (bundle.html#transaction), by the route's method: DELETE, POST, PUT/PATCH, then GET/HEAD. */
+const RANK: Readonly<Record<string, number>> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2 };
+
 export function processingRank(action: EntryAction): number {
-  switch (action.kind) {
-    case 'delete':
-    case 'conditional-delete':
-      return 0;
-    case 'create':
-      return 1;
-    case 'update':
-    case 'conditional-update':
-    case 'patch':
-      return 2;
-    default:
-      return 3;
-  }
+  return RANK[action.route.method] ?? 3;
 }

@@ -45,7 +45,11 @@ export function entryCriteria(action: EntryAction, resource: unknown, at?: (erro
   if (action.kind === 'create' && action.ifNoneExist !== undefined) {
     wanted.push([action.type, parseCriteria(action.type, action.ifNoneExist), at]);
   }
-  if (action.kind === 'conditional-update' || action.kind === 'conditional-delete') {
+  if (
+    action.kind === 'conditional-update' ||
+    action.kind === 'conditional-patch' ||
+    action.kind === 'conditional-delete'
+  ) {
     wanted.push([action.type, parseCriteria(action.type, action.query), at]);
   }
   forEachReference(resource, (reference) => {

@@ -9,6 +9,7 @@ import { parseETagVersion, weakETagVersion } from './ids.js';
 import { capabilityStatement } from './interactions/capabilities.js';
 import { compartmentSearchInteraction } from './interactions/compartment-search.js';
 import { conditionalDeleteInteraction } from './interactions/conditional-delete.js';
+import { conditionalPatchInteraction } from './interactions/conditional-patch.js';
 import { conditionalUpdateInteraction } from './interactions/conditional-update.js';
 import { createInteraction } from './interactions/create.js';
 import { deleteInteraction } from './interactions/delete.js';
@@ -163,6 +164,20 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
       const type = knownType(request, call);
       const { format, document } = call.patch();
       return patchInteraction(request, type, call.params.id!, format, document, ifMatch(call));
+    },
+  },
+  {
+    name: 'conditional-patch',
+    method: 'PATCH',
+    path: ':type',
+    interaction: 'patch',
+    body: 'patch',
+    beforeBody: onType('update', 'search'),
+    entry: { kind: 'conditional-patch', query: 'criteria' },
+    handler: async (request, call) => {
+      const type = knownType(request, call);
+      const { format, document } = call.patch();
+      return conditionalPatchInteraction(request, type, call.query, format, document, ifMatch(call));
     },
   },
   {

@@ -34,6 +34,7 @@ export type EntryKind =
   | 'create'
   | 'update'
   | 'conditional-update'
+  | 'conditional-patch'
   | 'patch'
   | 'delete'
   | 'conditional-delete'

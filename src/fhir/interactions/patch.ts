@@ -1,7 +1,7 @@
 // https://hl7.org/fhir/R4/http.html#patch (JSON Patch and FHIRPath Patch)
 import { AppError } from '../../errors.js';
 import type { ErrorCode } from '../../errors.js';
-import type { FhirResource } from '../../storage/store.js';
+import type { FhirResource, ResourceStore } from '../../storage/store.js';
 import { requireAccess, requireBinaryContext } from '../access.js';
 import { assertValidId } from '../ids.js';
 import { jsonDepth, MAX_JSON_DEPTH } from '../json-limits.js';
@@ -22,46 +22,63 @@ export async function patchInteraction(
   patch: unknown,
   ifMatch?: number,
 ): Promise<FhirResponse> {
-  requireAccess(request, 'update', type);
-  // SMART v2: a patch that reads needs `r` as well as `u`. A JSON Patch `test` answers yes or no about
-  // the stored resource, `copy` and `move` take values from it (validation may quote them where they
-  // land), and every FHIRPath Patch evaluates the client's paths against it (`where()` is a question).
-  // `add`, `remove` and `replace` only write; the answer then carries no resource without `r`.
-  if (patchReads(format, patch)) requireAccess(request, 'read', type);
+  checkPatch(request, type, format, patch);
   assertValidId(id);
-  // What is wrong with the patch itself is said before the resource is read: it tells nothing of it.
-  if (format === 'json-patch') assertJsonPatch(patch);
-  const mayRead = request.principal.canFhir('read', type);
   // Read, patch and write under one row lock: a concurrent update waits rather than being overwritten.
-  return request.services.store.transaction(async (store) => {
-    const current = await store.read(type, id, { lock: true });
-    if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
-    if (current.deleted || !current.content) throw new AppError('resource-deleted', `${type}/${id} was deleted`);
-    // Before the patch touches it: every patch of a Binary acts on (and `test`, `copy`, `move` read) its content.
-    if (type === 'Binary') requireBinaryContext(request, current.content, 'change');
-    if (ifMatch !== undefined && ifMatch !== current.versionId) {
-      throw new AppError(
-        'precondition-failed',
-        `Version conflict: If-Match names version ${ifMatch}, the current version is ${current.versionId}`,
-      );
+  return request.services.store.transaction((store) => patchStored(request, store, type, id, format, patch, ifMatch));
+}
+
+/**
+ * What a patch needs before any resource is read: `u`, and `r` when it reads (SMART v2: a JSON Patch
+ * `test` answers yes or no about the stored resource, `copy` and `move` take values from it, and every
+ * FHIRPath Patch evaluates the client's paths against it; `add`, `remove` and `replace` only write, and
+ * the answer then carries no resource without `r`); a JSON Patch well formed. What is wrong with the
+ * patch itself is said before the resource is read: it tells nothing of it.
+ */
+export function checkPatch(request: FhirRequest, type: string, format: PatchFormat, patch: unknown): void {
+  requireAccess(request, 'update', type);
+  if (patchReads(format, patch)) requireAccess(request, 'read', type);
+  if (format === 'json-patch') assertJsonPatch(patch);
+}
+
+/** Inside the write's transaction: reads `type/id` locked, applies the patch, writes the result. */
+export async function patchStored(
+  request: FhirRequest,
+  store: ResourceStore,
+  type: string,
+  id: string,
+  format: PatchFormat,
+  patch: unknown,
+  ifMatch?: number,
+): Promise<FhirResponse> {
+  const mayRead = request.principal.canFhir('read', type);
+  const current = await store.read(type, id, { lock: true });
+  if (!current) throw new AppError('resource-not-found', `${type}/${id} is not known`);
+  if (current.deleted || !current.content) throw new AppError('resource-deleted', `${type}/${id} was deleted`);
+  // Before the patch touches it: every patch of a Binary acts on (and `test`, `copy`, `move` read) its content.
+  if (type === 'Binary') requireBinaryContext(request, current.content, 'change');
+  if (ifMatch !== undefined && ifMatch !== current.versionId) {
+    throw new AppError(
+      'precondition-failed',
+      `Version conflict: If-Match names version ${ifMatch}, the current version is ${current.versionId}`,
+    );
+  }
+  const base = JSON.parse(current.content) as FhirResource;
+  try {
+    const { maxBodyBytes } = request.services.config;
+    const patched =
+      format === 'json-patch' ? applyJsonPatch(base, patch, maxBodyBytes) : applyFhirPathPatch(base, patch);
+    if (!patched || typeof patched !== 'object' || patched.resourceType !== type || patched.id !== id) {
+      throw new AppError('patch-failed', 'A patch must not change the resource type or id');
     }
-    const base = JSON.parse(current.content) as FhirResource;
-    try {
-      const { maxBodyBytes } = request.services.config;
-      const patched =
-        format === 'json-patch' ? applyJsonPatch(base, patch, maxBodyBytes) : applyFhirPathPatch(base, patch);
-      if (!patched || typeof patched !== 'object' || patched.resourceType !== type || patched.id !== id) {
-        throw new AppError('patch-failed', 'A patch must not change the resource type or id');
-      }
-      assertWithinBodyLimits(patched, maxBodyBytes);
-      const resource = acceptResource(request, type, patched, id);
-      const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
-      return writeResponse(request, stored, 200);
-    } catch (error) {
-      if (mayRead || !(error instanceof AppError) || !CONTENT_REFUSALS.has(error.code)) throw error;
-      throw patchRefusedWithoutRead(type, id);
-    }
-  });
+    assertWithinBodyLimits(patched, maxBodyBytes);
+    const resource = acceptResource(request, type, patched, id);
+    const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
+    return writeResponse(request, stored, 200);
+  } catch (error) {
+    if (mayRead || !(error instanceof AppError) || !CONTENT_REFUSALS.has(error.code)) throw error;
+    throw patchRefusedWithoutRead(type, id);
+  }
 }
 
 /**

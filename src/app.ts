@@ -13,7 +13,7 @@ import { createFhirServices } from './services.js';
 import { registerAccessLog } from './http/access-log.js';
 import { BodyBytesInFlight, registerBodyBudget } from './http/body-budget.js';
 import { registerBodyParsers } from './http/body-parsers.js';
-import { registerFhirCacheControl } from './http/cache-control.js';
+import { registerCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { authenticatedScope } from './http/authenticated.js';
@@ -25,6 +25,7 @@ import { clientErrorHandler } from './http/client-errors.js';
 import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
+import { pathOf } from './url-parts.js';
 
 export interface AppParts {
   readonly config: Config;
@@ -76,7 +77,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const metrics = registerMetrics(app, config, db);
   registerBodyParsers(app);
   registerBodyBudget(app, new BodyBytesInFlight(config.maxBodyBytesInFlight), config.maxBodyBytes);
-  registerFhirCacheControl(app);
+  registerCacheControl(app);
   await app.register(formbody, { bodyLimit: config.maxBodyBytes });
   if (config.corsOrigins.length > 0) {
     await app.register(cors, {
@@ -135,7 +136,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 
   app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0];
+    const path = pathOf(request.url);
     const error =
       path === '/fhir' || path.startsWith('/fhir/')
         ? services.router.unmatched(path)

@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import type { DestinationStream, Logger as PinoLogger } from 'pino';
+import { pathOf } from './url-parts.js';
 
 export type Logger = PinoLogger;
 
@@ -19,11 +20,9 @@ interface LoggedRequest {
  * each request has one access line, src/http/access-log.ts.)
  */
 export function requestLogFields(request: LoggedRequest): Record<string, unknown> {
-  const url = request.url ?? '';
-  const query = url.indexOf('?');
   return {
     method: request.method,
-    path: query < 0 ? url : url.slice(0, query),
+    path: pathOf(request.url ?? ''),
     route: request.routeOptions?.url,
     remoteAddress: request.ip,
   };

@@ -9,6 +9,7 @@ import { pino } from 'pino';
 import type { Logger } from '../logger.js';
 import type { Principal } from './principal.js';
 import { clientAddress } from './transport.js';
+import { pathOf } from '../url-parts.js';
 
 export type AuditEvent =
   | 'token.issued'
@@ -58,12 +59,6 @@ export function principalOf(request: FastifyRequest): Principal | undefined {
   return principals.get(request);
 }
 
-function pathOf(request: FastifyRequest): string {
-  const url = request.url;
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
-}
-
 export class AuditLog {
   private readonly log: Logger;
 
@@ -86,7 +81,7 @@ export class AuditLog {
         req_id: request.id,
         client: clientAddress(request),
         method: request.method,
-        path: pathOf(request),
+        path: pathOf(request.url),
         ...fields,
       },
       message,

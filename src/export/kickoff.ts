@@ -3,6 +3,7 @@
 // typed ExportParameters. Pure: what the parameters mean for the data (types readable, filters valid) is
 // checked by the caller (service.ts).
 import { AppError } from '../errors.js';
+import { pathOf, queryOf } from '../url-parts.js';
 
 export const NDJSON = 'application/fhir+ndjson';
 
@@ -118,9 +119,8 @@ export function parseTypeFilter(value: string, isResourceType: (name: string) =>
   if (value.length > KICKOFF_LIMITS.typeFilterLength) {
     throw invalid('_typeFilter', `A _typeFilter is limited to ${KICKOFF_LIMITS.typeFilterLength} characters`);
   }
-  const at = value.indexOf('?');
-  const type = at < 0 ? value : value.slice(0, at);
-  const query = at < 0 ? '' : value.slice(at + 1);
+  const type = pathOf(value);
+  const query = queryOf(value);
   if (!isResourceType(type)) throw invalid('_typeFilter', `_typeFilter=${value}: ${type} is not a resource type`);
   if (query === '') throw invalid('_typeFilter', `_typeFilter=${value}: expected Type?search-parameters`);
   return { type, query };

@@ -2,9 +2,9 @@
 // request.url (https://hl7.org/fhir/R4/bundle.html#transaction).
 import { AppError } from '../errors.js';
 import { parseETagVersion } from './ids.js';
-import { queryOf } from './query-values.js';
 import { operationNotSupported } from './routing.js';
 import type { CallHeader, FhirRoute, FhirRouter } from './routing.js';
+import { pathOf, queryOf } from '../url-parts.js';
 
 /** What a Bundle entry asks for, by kind (transaction.ts plans by it), with the route that serves it. */
 export type EntryAction = (
@@ -73,8 +73,9 @@ export function parseEntryRequest(request: EntryRequest | undefined, baseUrl: st
   if (url.startsWith(`${baseUrl}/`)) url = url.slice(baseUrl.length + 1);
   else if (/^[a-z]+:/i.test(url)) throw new AppError('bad-request', `request.url ${url} is not on this server`);
   const query = queryOf(url);
-  const at = url.indexOf('?');
-  const segments = (at < 0 ? url : url.slice(0, at)).split('/').filter((s) => s !== '');
+  const segments = pathOf(url)
+    .split('/')
+    .filter((s) => s !== '');
   const operation = segments.find((s) => s.startsWith('$'));
   if (operation !== undefined) throw operationNotSupported(operation, 'in a Bundle entry');
   const match = router.match(method, segments);

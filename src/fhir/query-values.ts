@@ -40,9 +40,3 @@ export function parseInstantParameter(name: string, raw: string): number {
 export function lastValues(query: string): Record<string, string> {
   return Object.fromEntries(new URLSearchParams(query));
 }
-
-/** The query string of a URL or request target, without its `?`. */
-export function queryOf(url: string): string {
-  const at = url.indexOf('?');
-  return at < 0 ? '' : url.slice(at + 1);
-}

@@ -8,11 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { accessDetailsOf, principalOf } from '../auth/audit.js';
 import { clientAddress } from '../auth/transport.js';
 import { fhirInteraction } from './fhir-interaction.js';
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
-}
+import { pathOf } from '../url-parts.js';
 
 /** The fields of a request's access line (`req_id` comes from the request logger's bindings). */
 export function accessLineFields(request: FastifyRequest, reply: FastifyReply): Record<string, unknown> {

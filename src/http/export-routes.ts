@@ -21,6 +21,7 @@ import type { SearchCatalog } from '../search/catalog.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { acceptsGzip, DownloadStream } from './download-stream.js';
 import { assertJsonFormat, FHIR_JSON } from './fhir-reply.js';
+import { queryOf } from '../url-parts.js';
 
 export interface ExportRoutesOptions {
   readonly services: FhirServices;
@@ -60,8 +61,7 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
 
   const kickoff = async (request: FastifyRequest, reply: FastifyReply, level: ExportLevel, groupId?: string) => {
     assertJsonFormat(request);
-    const at = request.url.indexOf('?');
-    const query = at < 0 ? '' : request.url.slice(at + 1);
+    const query = queryOf(request.url);
     const prefer = request.headers.prefer;
     const id = await exports.kickoff({
       principal: request.principal!,

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import { AppError } from '../errors.js';
 import { requireAccess } from '../fhir/access.js';
 import type { PatchFormat } from '../fhir/interactions/patch.js';
-import { queryOf } from '../fhir/query-values.js';
+import { pathOf, queryOf } from '../url-parts.js';
 import { FHIR_ROUTES } from '../fhir/router.js';
 import { fhirSegments, fhirUrl } from '../fhir/routing.js';
 import type { FhirRoute, InteractionCall } from '../fhir/routing.js';
@@ -134,7 +134,7 @@ async function authorizeBeforeBody(request: FastifyRequest, options: FhirRoutesO
   // its answer (400 for an operation it lacks, 405, 404) stands.
   const type = (request.params as { type?: string }).type;
   if (request.url.includes('$') || (type !== undefined && !services.types.isResourceType(type))) {
-    const path = request.url.split('?')[0];
+    const path = pathOf(request.url);
     if (services.router.match(request.method, fhirSegments(path))?.route !== route)
       throw services.router.unmatched(path);
   }

@@ -13,6 +13,7 @@ import { accessDetailsOf } from '../auth/audit.js';
 import { PostgresDatabase } from '../storage/postgres/postgres-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { SqliteDatabase } from '../storage/sqlite/sqlite-database.js';
+import { pathOf } from '../url-parts.js';
 
 /** What the scribe job pool reports of each job it ran. */
 export type ScribeJobOutcome = 'completed' | 'failed' | 'retried' | 'lost';
@@ -186,7 +187,7 @@ export function registerMetrics(app: FastifyInstance, config: Config, db: SqlDat
 
   app.addHook('onReady', async () => {
     const listener = createServer((req, res) => {
-      const path = (req.url ?? '').split('?')[0];
+      const path = pathOf(req.url ?? '');
       if (req.method !== 'GET' || path !== '/metrics') {
         res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('GET /metrics\n');
         return;

@@ -200,11 +200,6 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
       ),
     ),
   );
-  // Records hold health data: no cache may keep them.
-  app.addHook('onSend', async (_request, reply, payload) => {
-    reply.header('Cache-Control', 'no-store');
-    return payload;
-  });
 
   const principals = new WeakMap<FastifyRequest, Principal>();
   const guard = (scope: ScribeScope) => async (request: FastifyRequest, reply: FastifyReply) => {

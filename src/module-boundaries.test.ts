@@ -20,6 +20,7 @@ const BELOW_HTTP = [
   'search',
   'storage',
   'validation',
+  'workers',
 ];
 
 /** [importing module, imported module]: no file under the first imports a file under the second. */

@@ -8,25 +8,16 @@
 // whose text holds `null` (`lossy`: JSON.stringify writes an infinite number so). So what is stored has
 // passed the same rules as ever, whichever thread checked it.
 import { availableParallelism } from 'node:os';
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { ValidationIssue } from '../validation/validate.js';
-
+import { startWorker } from '../workers/start-worker.js';
 import { CLAIMED_BY_WRITER } from './validation-protocol.js';
-import type { ValidationReply, ValidationRequest } from './validation-protocol.js';
-
-/** The worker module beside this one: .js from dist/, .ts when run from the sources (tests), through tsx. */
-const WORKER_EXTENSION = extname(fileURLToPath(import.meta.url));
-const WORKER_FILE = new URL(`./validation-worker${WORKER_EXTENSION}`, import.meta.url);
+import type { ValidationReply, ValidationRequest, ValidationWorkerData } from './validation-protocol.js';
 
 /** `baseUrl`: the server's FHIR base, so that the worker checks absolute references on it as the writer does. */
 function spawnWorker(baseUrl: string | undefined): Worker {
-  const workerData = { baseUrl };
-  if (WORKER_EXTENSION !== '.ts') return new Worker(WORKER_FILE, { workerData });
-  // Node 20 does not apply a worker's `--import tsx` before its entry module: register it in the worker.
-  const source = `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(WORKER_FILE.href)}); });`;
-  return new Worker(source, { eval: true, workerData });
+  const workerData: ValidationWorkerData = { baseUrl };
+  return startWorker(new URL('./validation-worker.js', import.meta.url), { workerData });
 }
 
 /** Workers for a machine: the cores the writer's thread (and, on PostgreSQL, the database) leave, 1 to 4. */

@@ -2,6 +2,11 @@
 // validation-worker.ts).
 import type { ValidationIssue } from '../validation/validate.js';
 
+/** What a worker starts with: the server's FHIR base, for absolute references (undefined: relative ones only). */
+export interface ValidationWorkerData {
+  readonly baseUrl: string | undefined;
+}
+
 /**
  * Lines to validate. With `shared`, the lines are shared with the importer's thread and other workers:
  * each takes a line by setting its slot of `claims` from 0 (compareExchange), the workers from the front

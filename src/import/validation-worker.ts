@@ -7,10 +7,10 @@ import { ReferenceParser } from '../fhir/references.js';
 import { validateResource } from '../validation/validate.js';
 import type { ValidationIssue } from '../validation/validate.js';
 import { CLAIMED_BY_WORKER } from './validation-protocol.js';
-import type { ValidationRequest, ValidationReply } from './validation-protocol.js';
+import type { ValidationRequest, ValidationReply, ValidationWorkerData } from './validation-protocol.js';
 
 const registry = loadR4Definitions();
-const references = new ReferenceParser((workerData as { baseUrl?: string } | null)?.baseUrl, (t) =>
+const references = new ReferenceParser((workerData as ValidationWorkerData | null)?.baseUrl, (t) =>
   registry.isResourceType(t),
 );
 const port = parentPort!;

@@ -5,6 +5,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { auditAccess } from '../auth/audit.js';
 import type { Authenticator, Principal } from '../auth/principal.js';
+import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { FhirServices } from '../fhir/services.js';
 import { openCursor, signCursor } from '../page-cursor.js';
@@ -148,22 +149,45 @@ function fieldsFromForm(body: unknown): FieldValues {
   return fields;
 }
 
-export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOptions): Promise<void> {
-  const { services, authenticator, db } = options;
-  const config = services.config;
-  const settings = config.scribe;
-  const engines = options.engines ?? createEngines(settings);
-  const templates = new TemplateStore(db);
-  const records = new ScribeRecords(db);
+/** The onRequest hook that authenticates a request and requires one scope of it. */
+type ScopeGuard = (scope: ScribeScope) => (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/** What the scribe routes share: the plugin's stores and worker pool, and how a request's caller is known. */
+interface ScribeContext {
+  readonly services: FhirServices;
+  readonly config: Config;
+  readonly engines: Engines;
+  readonly templates: TemplateStore;
+  readonly records: ScribeRecords;
+  readonly pool: WorkerPool;
+  readonly guard: ScopeGuard;
+  /** The caller the request's guard authenticated. */
+  readonly principal: (request: FastifyRequest) => Principal;
+}
+
+/**
+ * The job queue and its worker pool, started when the app is ready and stopped (its jobs given back to the
+ * queue) when it closes.
+ */
+function startWorkerPool(
+  app: FastifyInstance,
+  options: ScribeRoutesOptions,
+  parts: { engines: Engines; templates: TemplateStore; records: ScribeRecords },
+): WorkerPool {
+  const settings = options.services.config.scribe;
   const leaseMs = settings.leaseSeconds * 1000;
-  const queue = new JobQueue(db, { leaseMs, maxAttempts: settings.maxAttempts, retryBaseMs: settings.retryBaseMs });
+  const queue = new JobQueue(options.db, {
+    leaseMs,
+    maxAttempts: settings.maxAttempts,
+    retryBaseMs: settings.retryBaseMs,
+  });
   const processor = new ScribeProcessor({
-    records,
+    records: parts.records,
     queue,
-    templates,
-    notes: engines.notes,
-    stt: engines.stt,
-    services,
+    templates: parts.templates,
+    notes: parts.engines.notes,
+    stt: parts.engines.stt,
+    services: options.services,
   });
   const pool = new WorkerPool(
     queue,
@@ -181,7 +205,11 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
   app.addHook('onReady', async () => pool.start());
   // preClose: before any onClose hook, so the database (closed by app.ts's onClose) is still open to give jobs back.
   app.addHook('preClose', async () => pool.stop());
+  return pool;
+}
 
+/** The bodies a submission may come in: JSON and forms (the app's parsers) and multipart, nothing else. */
+async function registerBodyParsers(app: FastifyInstance, config: Config): Promise<void> {
   await app.register(multipart, {
     throwFileSizeLimit: true,
     limits: {
@@ -200,154 +228,168 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
       ),
     ),
   );
+}
 
-  const principals = new WeakMap<FastifyRequest, Principal>();
-  const guard = (scope: ScribeScope) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const principal = await authenticator.authenticate(request, reply);
-    if (!principal.hasScope(scope)) {
-      throw new AppError('forbidden', `The token's scopes do not include ${scope}, which this request needs`);
-    }
-    principals.set(request, principal);
-  };
-  const principal = (request: FastifyRequest): Principal => principals.get(request)!;
+/** A submission's fields and audio, whichever of the accepted bodies it came in. */
+async function readSubmissionBody(
+  request: FastifyRequest,
+  maxBodyBytes: number,
+): Promise<{ fields: FieldValues; audio: AudioInput[] }> {
+  if (request.isMultipart()) return readMultipart(request, maxBodyBytes);
+  if ((request.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+    return { fields: fieldsFromForm(request.body), audio: [] };
+  }
+  return { fields: fieldsFromJson(request.body), audio: [] };
+}
 
-  /** Do the templates and the referenced resources exist (and may the caller read them)? */
-  const checkAgainstStore = async (caller: Principal, submission: Submission): Promise<void> => {
-    const missing = await templates.unknown(submission.templateIds);
-    if (missing.length > 0) {
+/** Do the templates and the referenced resources exist (and may the caller read them)? */
+async function checkAgainstStore(ctx: ScribeContext, caller: Principal, submission: Submission): Promise<void> {
+  const missing = await ctx.templates.unknown(submission.templateIds);
+  if (missing.length > 0) {
+    throw new AppError(
+      'unknown-template',
+      `template_ids: no template with id ${missing.join(', ')} (GET ${TEMPLATES_PATH} lists them)`,
+    );
+  }
+  const found: Record<string, Record<string, unknown>> = {};
+  for (const field of ['patient', 'encounter'] as const) {
+    const reference = submission[field];
+    if (!reference) continue;
+    const [type, id] = reference.split('/');
+    if (!caller.canFhir('read', type)) {
       throw new AppError(
-        'unknown-template',
-        `template_ids: no template with id ${missing.join(', ')} (GET ${TEMPLATES_PATH} lists them)`,
+        'forbidden',
+        `${field}: the token's scopes do not allow reading ${type} (needs system/${type}.r)`,
       );
     }
-    const found: Record<string, Record<string, unknown>> = {};
-    for (const field of ['patient', 'encounter'] as const) {
-      const reference = submission[field];
-      if (!reference) continue;
-      const [type, id] = reference.split('/');
-      if (!caller.canFhir('read', type)) {
-        throw new AppError(
-          'forbidden',
-          `${field}: the token's scopes do not allow reading ${type} (needs system/${type}.r)`,
-        );
-      }
-      const current = await services.store.read(type, id);
-      if (!current || current.deleted || current.content === null) {
-        throw new AppError('bad-request', `Invalid scribe request: ${field}: ${reference} does not exist`);
-      }
-      found[field] = JSON.parse(current.content) as Record<string, unknown>;
+    const current = await ctx.services.store.read(type, id);
+    if (!current || current.deleted || current.content === null) {
+      throw new AppError('bad-request', `Invalid scribe request: ${field}: ${reference} does not exist`);
     }
-    // An encounter of another patient would file the note in the wrong chart.
-    const subject = (found.encounter?.subject as { reference?: unknown } | undefined)?.reference;
-    if (
-      submission.patient &&
-      typeof subject === 'string' &&
-      subject.startsWith('Patient/') &&
-      subject !== submission.patient
-    ) {
-      throw new AppError(
-        'bad-request',
-        `Invalid scribe request: encounter: ${submission.encounter} is an encounter of ${subject}, not of ${submission.patient}`,
-      );
-    }
-  };
+    found[field] = JSON.parse(current.content) as Record<string, unknown>;
+  }
+  // An encounter of another patient would file the note in the wrong chart.
+  const subject = (found.encounter?.subject as { reference?: unknown } | undefined)?.reference;
+  if (
+    submission.patient &&
+    typeof subject === 'string' &&
+    subject.startsWith('Patient/') &&
+    subject !== submission.patient
+  ) {
+    throw new AppError(
+      'bad-request',
+      `Invalid scribe request: encounter: ${submission.encounter} is an encounter of ${subject}, not of ${submission.patient}`,
+    );
+  }
+}
 
+/** POST the scribe path: a submission, stored and queued for the workers (202 with its Location). */
+function submitRoute(app: FastifyInstance, ctx: ScribeContext): void {
   app.post(
     SCRIBE_PATH,
-    { onRequest: guard('scribe.write'), schema: { response: { 202: submittedSchema } } },
+    { onRequest: ctx.guard('scribe.write'), schema: { response: { 202: submittedSchema } } },
     async (request, reply) => {
-      const caller = principal(request);
-      let fields: FieldValues;
-      let audio: AudioInput[] = [];
-      if (request.isMultipart()) {
-        ({ fields, audio } = await readMultipart(request, config.maxBodyBytes));
-      } else if (
-        (request.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')
-      ) {
-        fields = fieldsFromForm(request.body);
-      } else {
-        fields = fieldsFromJson(request.body);
-      }
-      const submission = parseSubmission(fields, audio, engines.stt !== undefined);
-      await checkAgainstStore(caller, submission);
-      const record = await records.submit(caller.accountId, submission);
-      pool.wake();
+      const caller = ctx.principal(request);
+      const { fields, audio } = await readSubmissionBody(request, ctx.config.maxBodyBytes);
+      const submission = parseSubmission(fields, audio, ctx.engines.stt !== undefined);
+      await checkAgainstStore(ctx, caller, submission);
+      const record = await ctx.records.submit(caller.accountId, submission);
+      ctx.pool.wake();
       auditAccess(request, { interaction: 'scribe.submit', ids: [String(record.id)] });
       return reply
         .code(202)
-        .header('Location', `${config.publicUrl}${SCRIBE_PATH}/${record.id}`)
+        .header('Location', `${ctx.config.publicUrl}${SCRIBE_PATH}/${record.id}`)
         .send({ scribe_id: record.id, status: record.status, submitted_at: record.submittedAt });
     },
   );
+}
 
+/** The list's page size and where it starts, from the query (400 when either is not valid). */
+async function pageQuery(
+  ctx: ScribeContext,
+  accountId: string,
+  query: Record<string, unknown>,
+): Promise<{ limit: number; before: number | undefined }> {
+  const one = (name: string): string | undefined => {
+    const value = query[name];
+    return Array.isArray(value) ? String(value[value.length - 1]) : value === undefined ? undefined : String(value);
+  };
+  const limitText = one('limit');
+  const limit = limitText === undefined || limitText === '' ? DEFAULT_PAGE_SIZE : Number(limitText);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE || !/^\d*$/.test(limitText ?? '')) {
+    throw new AppError('bad-request', `limit: must be an integer from 1 to ${MAX_PAGE_SIZE}, got "${limitText}"`);
+  }
+  const cursorText = one('cursor');
+  let before: number | undefined;
+  if (cursorText !== undefined && cursorText !== '') {
+    before = await decodeCursor(ctx.services.cursorKey, accountId, cursorText);
+    if (before === undefined)
+      throw new AppError('bad-request', 'cursor: not a cursor of this API (pass next_cursor as given)');
+  }
+  return { limit, before };
+}
+
+/** GET the scribe path, and GET one record: the caller's own records only. */
+function recordRoutes(app: FastifyInstance, ctx: ScribeContext): void {
   app.get(
     SCRIBE_PATH,
-    { onRequest: guard('scribe.read'), schema: { response: { 200: recordListSchema } } },
+    { onRequest: ctx.guard('scribe.read'), schema: { response: { 200: recordListSchema } } },
     async (request, reply) => {
-      const query = request.query as Record<string, unknown>;
-      const one = (name: string): string | undefined => {
-        const value = query[name];
-        return Array.isArray(value) ? String(value[value.length - 1]) : value === undefined ? undefined : String(value);
-      };
-      const limitText = one('limit');
-      const limit = limitText === undefined || limitText === '' ? DEFAULT_PAGE_SIZE : Number(limitText);
-      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE || !/^\d*$/.test(limitText ?? '')) {
-        throw new AppError('bad-request', `limit: must be an integer from 1 to ${MAX_PAGE_SIZE}, got "${limitText}"`);
-      }
-      const cursorText = one('cursor');
-      let before: number | undefined;
-      if (cursorText !== undefined && cursorText !== '') {
-        before = await decodeCursor(services.cursorKey, principal(request).accountId, cursorText);
-        if (before === undefined)
-          throw new AppError('bad-request', 'cursor: not a cursor of this API (pass next_cursor as given)');
-      }
-      const page = await records.list(principal(request).accountId, limit, before);
+      const accountId = ctx.principal(request).accountId;
+      const { limit, before } = await pageQuery(ctx, accountId, request.query as Record<string, unknown>);
+      const page = await ctx.records.list(accountId, limit, before);
       auditAccess(request, { interaction: 'scribe.list', ids: page.records.map((r) => String(r.id)) });
       return reply.send({
         items: page.records.map(recordJson),
         next_cursor:
-          page.nextBefore === undefined
-            ? null
-            : await encodeCursor(services.cursorKey, principal(request).accountId, page.nextBefore),
+          page.nextBefore === undefined ? null : await encodeCursor(ctx.services.cursorKey, accountId, page.nextBefore),
       });
     },
   );
 
   app.get(
     `${SCRIBE_PATH}/:scribe_id`,
-    { onRequest: guard('scribe.read'), schema: { response: { 200: recordSchema } } },
+    { onRequest: ctx.guard('scribe.read'), schema: { response: { 200: recordSchema } } },
     async (request, reply) => {
       const { scribe_id: raw } = request.params as { scribe_id: string };
       // Unknown, malformed and other accounts' ids all get the same 404: nothing tells them apart.
       const id = /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
-      const record = Number.isSafeInteger(id) ? await records.getOwned(id, principal(request).accountId) : undefined;
+      const record = Number.isSafeInteger(id)
+        ? await ctx.records.getOwned(id, ctx.principal(request).accountId)
+        : undefined;
       if (!record) throw new AppError('scribe-not-found', `No scribe record ${raw}`);
       auditAccess(request, { interaction: 'scribe.read', ids: [String(record.id)] });
       return reply.send(recordJson(record));
     },
   );
+}
 
+/** GET the templates, and GET one template. */
+function templateRoutes(app: FastifyInstance, ctx: ScribeContext): void {
   app.get(
     TEMPLATES_PATH,
-    { onRequest: guard('scribe.read'), schema: { response: { 200: templateListSchema } } },
+    { onRequest: ctx.guard('scribe.read'), schema: { response: { 200: templateListSchema } } },
     async (request, reply) => {
       auditAccess(request, { interaction: 'scribe.templates' });
-      return reply.send({ items: (await templates.list()).map(templateJson) });
+      return reply.send({ items: (await ctx.templates.list()).map(templateJson) });
     },
   );
 
   app.get(
     `${TEMPLATES_PATH}/:template_id`,
-    { onRequest: guard('scribe.read'), schema: { response: { 200: templateSchema } } },
+    { onRequest: ctx.guard('scribe.read'), schema: { response: { 200: templateSchema } } },
     async (request, reply) => {
       const { template_id: raw } = request.params as { template_id: string };
-      const template = /^\d{1,9}$/.test(raw) ? await templates.get(Number(raw)) : undefined;
+      const template = /^\d{1,9}$/.test(raw) ? await ctx.templates.get(Number(raw)) : undefined;
       if (!template) throw new AppError('resource-not-found', `No template ${raw} (GET ${TEMPLATES_PATH} lists them)`);
       auditAccess(request, { interaction: 'scribe.template', ids: [String(template.id)] });
       return reply.send(templateJson(template));
     },
   );
+}
 
+/** 405 with Allow for the methods a path does not serve. */
+function methodsNotAllowed(app: FastifyInstance): void {
   const notAllowed = (url: string, allow: string, methods: ('POST' | 'PUT' | 'PATCH' | 'DELETE')[]) =>
     app.route({
       method: methods,
@@ -360,4 +402,31 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
   notAllowed(`${SCRIBE_PATH}/:scribe_id`, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
   notAllowed(TEMPLATES_PATH, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
   notAllowed(`${TEMPLATES_PATH}/:template_id`, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
+}
+
+export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOptions): Promise<void> {
+  const { services, authenticator, db } = options;
+  const config = services.config;
+  const engines = options.engines ?? createEngines(config.scribe);
+  const templates = new TemplateStore(db);
+  const records = new ScribeRecords(db);
+  const pool = startWorkerPool(app, options, { engines, templates, records });
+
+  await registerBodyParsers(app, config);
+
+  const principals = new WeakMap<FastifyRequest, Principal>();
+  const guard = (scope: ScribeScope) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const principal = await authenticator.authenticate(request, reply);
+    if (!principal.hasScope(scope)) {
+      throw new AppError('forbidden', `The token's scopes do not include ${scope}, which this request needs`);
+    }
+    principals.set(request, principal);
+  };
+  const principal = (request: FastifyRequest): Principal => principals.get(request)!;
+
+  const ctx: ScribeContext = { services, config, engines, templates, records, pool, guard, principal };
+  submitRoute(app, ctx);
+  recordRoutes(app, ctx);
+  templateRoutes(app, ctx);
+  methodsNotAllowed(app);
 }

@@ -6,35 +6,12 @@
 // last commit, and copies most frames; the writer keeps an automatic checkpoint at a higher threshold,
 // which then only copies what the worker has not and lets SQLite restart the WAL (see
 // sqlite-database.ts). If the worker fails, the writer goes back to SQLite's default threshold.
-import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startWorker } from '../../workers/start-worker.js';
+import type { CheckpointWorkerData } from './checkpoint-worker.js';
 
 const CHECKPOINT_EVERY = 32;
 const IDLE_CHECKPOINT_MS = 1000;
-
-// CommonJS source run with `eval`, so the same code works from dist/ and under tsx (a .ts worker file
-// would need a loader).
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const db = new Database(workerData.fileName);
-// FULL for this connection: a checkpoint syncs the WAL before copying and the database file after.
-db.pragma('synchronous = FULL');
-db.pragma('busy_timeout = 5000');
-parentPort.on('message', (message) => {
-  if (message === 'close') {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    const [result] = db.pragma('wal_checkpoint(PASSIVE)');
-    parentPort.postMessage({ ok: true, busy: result.busy, log: result.log, checkpointed: result.checkpointed });
-  } catch (error) {
-    parentPort.postMessage({ ok: false, message: String((error && error.message) || error) });
-  }
-});
-`;
 
 export interface CheckpointResult {
   readonly ok: boolean;
@@ -102,13 +79,8 @@ export class Checkpointer {
   /** Started at the first checkpoint: a server that only reads never pays for the thread. */
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    // No inherited execArgv: under `--input-type=module` the source would be read as an ES module.
-    const worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      execArgv: [],
-      workerData: { driver, fileName: this.fileName },
-    });
+    const workerData: CheckpointWorkerData = { fileName: this.fileName };
+    const worker = startWorker(new URL('./checkpoint-worker.js', import.meta.url), { workerData });
     // Never what keeps the process alive.
     worker.unref();
     worker.on('message', (result: CheckpointResult) => this.finished(result));

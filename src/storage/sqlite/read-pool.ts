@@ -13,55 +13,17 @@
 // and the event loop stays free, but the statement runs to its end on its worker, which takes no other
 // search meanwhile (docs/security.md).
 import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
 import { budgetLeft, BudgetExceededError } from '../sql/database.js';
 import type { ReadBudget, Row, SqlValue } from '../sql/database.js';
 import type { ByteLru } from '../sql/byte-lru.js';
+import { startWorker } from '../../workers/start-worker.js';
+import type { ReadRequest, ReadWorkerData, ReadWorkerMessage } from './read-worker.js';
 import { preparedStatementBytes, statementCache } from './statement-cache.js';
-
-// CommonJS source run with `eval`, so the same code works from dist/ and under tsx (see checkpointer.ts).
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const db = new Database(workerData.fileName, { readonly: true, fileMustExist: true });
-db.pragma('busy_timeout = 5000');
-let handle = null;
-if (workerData.extension) {
-  try {
-    db.loadExtension(workerData.extension, 'sqlite3_ambienthandle_init');
-    handle = db.prepare('SELECT ambient_connection_handle() AS h').safeIntegers(true).get().h;
-  } catch (error) {
-    handle = null;
-  }
-}
-const statements = new Map();
-parentPort.postMessage({ ready: true, handle });
-parentPort.on('message', (job) => {
-  if (job === 'close') {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    // The main thread decides what stays prepared (SqliteReadPool.dispatch: a byte-bounded LRU).
-    for (const text of job.evict) statements.delete(text);
-    let statement = statements.get(job.text);
-    if (!statement) {
-      statement = db.prepare(job.text);
-      if (job.keep) statements.set(job.text, statement);
-    }
-    const params = job.params.map((p) => (p instanceof Uint8Array ? Buffer.from(p) : p));
-    parentPort.postMessage({ id: job.id, rows: statement.all(...params) });
-  } catch (error) {
-    parentPort.postMessage({ id: job.id, error: { code: error && error.code, message: String((error && error.message) || error) } });
-  }
-});
-`;
 
 /**
  * sqlite3_interrupt() stops only a statement that is running: one that starts just after it (the job
@@ -125,8 +87,6 @@ export class SqliteReadPool {
   private readonly interrupter: SqliteConnection | undefined;
   /** `SELECT ambient_interrupt(?)` on the interrupter, prepared once. */
   private readonly interruptStatement: Statement | undefined;
-  private readonly driver = createRequire(import.meta.url).resolve('better-sqlite3');
-
   private readonly extension: string | undefined;
 
   /** `extension: false` stops overrunning statements by ending their thread (tests of that fallback). */
@@ -256,11 +216,8 @@ export class SqliteReadPool {
   }
 
   private spawn(): ReadWorker {
-    const thread = new Worker(WORKER_SOURCE, {
-      eval: true,
-      execArgv: [],
-      workerData: { driver: this.driver, fileName: this.fileName, extension: this.extension },
-    });
+    const workerData: ReadWorkerData = { fileName: this.fileName, extension: this.extension };
+    const thread = startWorker(new URL('./read-worker.js', import.meta.url), { workerData });
     // Idle workers never keep the process alive.
     thread.unref();
     const worker: ReadWorker = {
@@ -271,34 +228,25 @@ export class SqliteReadPool {
       job: undefined,
       stopping: false,
     };
-    thread.on(
-      'message',
-      (message: {
-        ready?: boolean;
-        handle?: bigint | null;
-        id?: number;
-        rows?: Row[];
-        error?: { code?: string; message: string };
-      }) => {
-        if (message.ready) {
-          worker.ready = true;
-          worker.handle = message.handle ?? undefined;
-        } else {
-          const job = worker.job;
-          worker.job = undefined;
-          worker.stopping = false;
-          clearInterval(worker.retry);
-          worker.retry = undefined;
-          thread.unref();
-          worker.onIdle?.();
-          if (job && job.id === message.id) {
-            if (message.error) this.settle(job, sqliteError(message.error));
-            else this.settle(job, undefined, message.rows);
-          }
+    thread.on('message', (message: ReadWorkerMessage) => {
+      if ('ready' in message) {
+        worker.ready = true;
+        worker.handle = message.handle ?? undefined;
+      } else {
+        const job = worker.job;
+        worker.job = undefined;
+        worker.stopping = false;
+        clearInterval(worker.retry);
+        worker.retry = undefined;
+        thread.unref();
+        worker.onIdle?.();
+        if (job && job.id === message.id) {
+          if ('error' in message) this.settle(job, sqliteError(message.error));
+          else this.settle(job, undefined, message.rows);
         }
-        this.dispatch();
-      },
-    );
+      }
+      this.dispatch();
+    });
     thread.on('error', (thrown: unknown) => {
       // What the thread threw arrives cloned, not always as an Error (a SqliteError becomes { code }).
       const error =
@@ -341,7 +289,7 @@ export class SqliteReadPool {
         ? []
         : worker.statements.set(job.text, true, preparedStatementBytes(job.text));
       const keep = worker.statements.get(job.text) !== undefined;
-      worker.thread.postMessage({ id: job.id, text: job.text, params: job.params, evict, keep });
+      worker.thread.postMessage({ id: job.id, text: job.text, params: job.params, evict, keep } satisfies ReadRequest);
     }
   }
 

@@ -14,60 +14,16 @@
 // saw (compare-and-exchange to FIRING) before it interrupts, and the main thread disarms with a
 // compare-and-exchange too, waiting out a claim in progress (microseconds). An interrupt that lands
 // after its statement finished finds no statement running, and SQLite clears it when the next starts.
-import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { Database as SqliteConnection } from 'better-sqlite3';
+import { startWorker } from '../../workers/start-worker.js';
 import { StatementInterruptedError } from '../sql/database.js';
+import { CLOSED, DEADLINE, FIRED, FIRING, GENERATION, SLEEPING, watchdogMemory } from './watchdog-memory.js';
+import type { WatchdogWorkerData } from './watchdog-worker.js';
 
-/** Int32 slots of the shared memory. */
-const GENERATION = 0;
-/** 1 while the thread sleeps with no deadline (an arm must wake it). */
-const SLEEPING = 1;
-/** The generation the thread last interrupted. */
-const FIRED = 2;
-/** Float64 slot (after the Int32 ones): the armed statement's deadline, in the main thread's performance.now(). */
-const DEADLINE = 2;
-
-/** GENERATION while the thread interrupts; generations stay below it (masked), odd while armed. */
-const FIRING = -1;
-const CLOSED = -2;
+/** Generations are masked below it, so that they are never FIRING or CLOSED. */
 const GENERATION_MASK = 0x3fffffff;
-
-// CommonJS source run with `eval`, so the same code works from dist/ and under tsx (see checkpointer.ts).
-const WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads');
-const { performance } = require('node:perf_hooks');
-const Database = require(workerData.driver);
-const db = new Database(':memory:');
-db.loadExtension(workerData.extension, 'sqlite3_ambientinterrupt_init');
-const interrupt = db.prepare('SELECT ambient_interrupt(?)');
-const ints = new Int32Array(workerData.shared, 0, 4);
-const times = new Float64Array(workerData.shared, 16, 3);
-// The main thread's performance.now(), read on this thread.
-const now = () => performance.timeOrigin + performance.now() - workerData.origin;
-for (;;) {
-  const generation = Atomics.load(ints, ${GENERATION});
-  if (generation === ${CLOSED}) break;
-  if ((generation & 1) === 0 || Atomics.load(ints, ${FIRED}) === generation) {
-    Atomics.store(ints, ${SLEEPING}, 1);
-    Atomics.wait(ints, ${GENERATION}, generation);
-    Atomics.store(ints, ${SLEEPING}, 0);
-    continue;
-  }
-  const left = times[${DEADLINE}] - now();
-  if (left > 0) {
-    Atomics.wait(ints, ${GENERATION}, generation, left);
-    continue;
-  }
-  if (Atomics.compareExchange(ints, ${GENERATION}, generation, ${FIRING}) !== generation) continue;
-  interrupt.get(workerData.handle);
-  Atomics.store(ints, ${FIRED}, generation);
-  Atomics.store(ints, ${GENERATION}, generation);
-  Atomics.notify(ints, ${GENERATION});
-}
-db.close();
-`;
 
 export class WriterWatchdog {
   private readonly ints: Int32Array;
@@ -81,24 +37,18 @@ export class WriterWatchdog {
     private readonly handle: bigint,
     private readonly extension: string,
   ) {
-    const shared = new SharedArrayBuffer(16 + 3 * 8);
-    this.ints = new Int32Array(shared, 0, 4);
-    this.times = new Float64Array(shared, 16, 3);
+    ({ ints: this.ints, times: this.times } = watchdogMemory());
     this.ints[FIRED] = FIRING;
   }
 
   private spawn(): void {
-    const thread = new Worker(WORKER_SOURCE, {
-      eval: true,
-      execArgv: [],
-      workerData: {
-        driver: createRequire(import.meta.url).resolve('better-sqlite3'),
-        extension: this.extension,
-        handle: this.handle,
-        shared: this.ints.buffer,
-        origin: performance.timeOrigin,
-      },
-    });
+    const workerData: WatchdogWorkerData = {
+      extension: this.extension,
+      handle: this.handle,
+      shared: this.ints.buffer as SharedArrayBuffer,
+      origin: performance.timeOrigin,
+    };
+    const thread = startWorker(new URL('./watchdog-worker.js', import.meta.url), { workerData });
     // Never what keeps the process alive; it waits on shared memory, not on messages.
     thread.unref();
     thread.once('exit', () => (this.exited = true));

@@ -1,0 +1,48 @@
+// The thread of the writer's watchdog (writer-watchdog.ts): it sleeps towards the armed deadline on the
+// shared memory and, once it has passed with the same statement still armed, interrupts the writer.
+import { performance } from 'node:perf_hooks';
+import { workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { CLOSED, DEADLINE, FIRED, FIRING, GENERATION, SLEEPING, watchdogMemory } from './watchdog-memory.js';
+
+export interface WatchdogWorkerData {
+  readonly extension: string;
+  /** The writer's sqlite3 handle. */
+  readonly handle: bigint;
+  readonly shared: SharedArrayBuffer;
+  /** The main thread's performance.timeOrigin. */
+  readonly origin: number;
+}
+
+const data = workerData as WatchdogWorkerData;
+const db = new Database(':memory:');
+// The typings lack the entry point argument better-sqlite3 takes.
+(db as unknown as { loadExtension(file: string, entryPoint: string): void }).loadExtension(
+  data.extension,
+  'sqlite3_ambientinterrupt_init',
+);
+const interrupt = db.prepare('SELECT ambient_interrupt(?)');
+const { ints, times } = watchdogMemory(data.shared);
+// The main thread's performance.now(), read on this thread.
+const now = () => performance.timeOrigin + performance.now() - data.origin;
+for (;;) {
+  const generation = Atomics.load(ints, GENERATION);
+  if (generation === CLOSED) break;
+  if ((generation & 1) === 0 || Atomics.load(ints, FIRED) === generation) {
+    Atomics.store(ints, SLEEPING, 1);
+    Atomics.wait(ints, GENERATION, generation);
+    Atomics.store(ints, SLEEPING, 0);
+    continue;
+  }
+  const left = times[DEADLINE] - now();
+  if (left > 0) {
+    Atomics.wait(ints, GENERATION, generation, left);
+    continue;
+  }
+  if (Atomics.compareExchange(ints, GENERATION, generation, FIRING) !== generation) continue;
+  interrupt.get(data.handle);
+  Atomics.store(ints, FIRED, generation);
+  Atomics.store(ints, GENERATION, generation);
+  Atomics.notify(ints, GENERATION);
+}
+db.close();

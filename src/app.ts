@@ -131,9 +131,9 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     routes: async (scope) => {
       await scope.register(fhirRoutes, { services });
       await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db });
+      await scope.register(scribeRoutes, { services, db, metrics });
     },
   });
-  await app.register(scribeRoutes, { services, authenticator: auth.authenticator, db, metrics });
 
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);

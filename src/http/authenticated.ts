@@ -1,7 +1,7 @@
 // Everything behind a token, as one encapsulated Fastify scope (https://fastify.dev/docs/latest/Reference/Encapsulation/):
 // its onRequest hook authenticates every request of every route registered inside it, before any body is
-// read, except routes marked `public` (the CapabilityStatement). The FHIR routes, the export routes and
-// the scribe API are registered inside; the token endpoint and discovery documents outside.
+// read, except routes marked `public` (the CapabilityStatement, 405 answers). The FHIR routes, the export
+// routes and the scribe API are registered inside; the token endpoint and discovery documents outside.
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { Authenticator, Principal } from '../auth/principal.js';
 import type { ReadBudget } from '../storage/sql/database.js';

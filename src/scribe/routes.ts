@@ -2,9 +2,9 @@
 // body parsers (multipart lives only here), and the worker pool, started when the app is ready and stopped
 // (its jobs given back to the queue) when it closes. Errors have the OAuth shape, as on every /v1/ path.
 import multipart from '@fastify/multipart';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { auditAccess } from '../auth/audit.js';
-import type { Authenticator, Principal } from '../auth/principal.js';
+import type { Principal } from '../auth/principal.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { FhirServices } from '../fhir/services.js';
@@ -32,7 +32,6 @@ export const MAX_PAGE_SIZE = 100;
 
 export interface ScribeRoutesOptions {
   readonly services: FhirServices;
-  readonly authenticator: Authenticator;
   readonly db: SqlDatabase;
   /** Engines other than the configuration's (tests). */
   readonly engines?: Engines;
@@ -149,8 +148,8 @@ function fieldsFromForm(body: unknown): FieldValues {
   return fields;
 }
 
-/** The onRequest hook that authenticates a request and requires one scope of it. */
-type ScopeGuard = (scope: ScribeScope) => (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+/** The onRequest hook that requires one scope of the authenticated caller. */
+type ScopeGuard = (scope: ScribeScope) => (request: FastifyRequest) => Promise<void>;
 
 /** What the scribe routes share: the plugin's stores and worker pool, and how a request's caller is known. */
 interface ScribeContext {
@@ -161,7 +160,7 @@ interface ScribeContext {
   readonly records: ScribeRecords;
   readonly pool: WorkerPool;
   readonly guard: ScopeGuard;
-  /** The caller the request's guard authenticated. */
+  /** The authenticated caller. */
   readonly principal: (request: FastifyRequest) => Principal;
 }
 
@@ -394,6 +393,8 @@ function methodsNotAllowed(app: FastifyInstance): void {
     app.route({
       method: methods,
       url,
+      // Answered without a token, as any other path's methods are (405 names the served ones).
+      config: { public: true },
       handler: async () => {
         throw new AppError('method-not-allowed', `Use ${allow} ${url}`, { headers: { Allow: allow } });
       },
@@ -405,7 +406,7 @@ function methodsNotAllowed(app: FastifyInstance): void {
 }
 
 export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOptions): Promise<void> {
-  const { services, authenticator, db } = options;
+  const { services, db } = options;
   const config = services.config;
   const engines = options.engines ?? createEngines(config.scribe);
   const templates = new TemplateStore(db);
@@ -414,15 +415,13 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
 
   await registerBodyParsers(app, config);
 
-  const principals = new WeakMap<FastifyRequest, Principal>();
-  const guard = (scope: ScribeScope) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const principal = await authenticator.authenticate(request, reply);
-    if (!principal.hasScope(scope)) {
+  // Authenticated by the scope the plugin is registered in (http/authenticated.ts); each route needs its scope.
+  const guard = (scope: ScribeScope) => async (request: FastifyRequest) => {
+    if (!request.principal!.hasScope(scope)) {
       throw new AppError('forbidden', `The token's scopes do not include ${scope}, which this request needs`);
     }
-    principals.set(request, principal);
   };
-  const principal = (request: FastifyRequest): Principal => principals.get(request)!;
+  const principal = (request: FastifyRequest): Principal => request.principal!;
 
   const ctx: ScribeContext = { services, config, engines, templates, records, pool, guard, principal };
   submitRoute(app, ctx);

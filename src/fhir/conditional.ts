@@ -139,6 +139,26 @@ export async function findMatches(
  * SQLite's write transactions are serialised already. Call inside the write transaction, before
  * searching: the search then sees whatever the previous holder committed.
  */
+/**
+ * Inside the write's transaction: the criteria locked (a concurrent write with the same criteria waits
+ * for this one), then their one match, or undefined when none; several are 412. `what` names the
+ * criteria in that answer (`If-None-Exist`, `The criteria`).
+ */
+export async function soleMatch(
+  request: FhirRequest,
+  tx: SqlExecutor,
+  type: string,
+  criteria: [string, string][],
+  what: string,
+): Promise<string | undefined> {
+  await lockCriteria(tx, type, criteria);
+  const matches = await findMatches(request, tx, type, criteria);
+  if (matches.length > 1) {
+    throw new AppError('precondition-failed', `${what} match ${matches.length} or more ${type} resources`);
+  }
+  return matches[0];
+}
+
 export async function lockCriteria(tx: SqlExecutor, type: string, criteria: [string, string][]): Promise<void> {
   const statement = tx.dialect.transactionLock;
   if (!statement) return;

@@ -2,7 +2,7 @@
 // conditional update for the matches: none → 404, one → that resource patched, several → 412.
 import { AppError } from '../../errors.js';
 import { requireAccess } from '../access.js';
-import { findMatches, lockCriteria, parseCriteria, withMatchesAhead } from '../conditional.js';
+import { parseCriteria, soleMatch, withMatchesAhead } from '../conditional.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
 import { checkPatch, patchStored } from './patch.js';
@@ -21,13 +21,9 @@ export async function conditionalPatchInteraction(
   const criteria = parseCriteria(type, query);
   return withMatchesAhead(request, [[type, criteria]], (request) =>
     request.services.store.transaction(async (store, tx) => {
-      await lockCriteria(tx, type, criteria);
-      const matches = await findMatches(request, tx, type, criteria);
-      if (matches.length > 1) {
-        throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
-      }
-      if (matches.length === 0) throw new AppError('resource-not-found', `No ${type} matches the criteria`);
-      return patchStored(request, store, type, matches[0], format, patch, ifMatch);
+      const match = await soleMatch(request, tx, type, criteria, 'The criteria');
+      if (match === undefined) throw new AppError('resource-not-found', `No ${type} matches the criteria`);
+      return patchStored(request, store, type, match, format, patch, ifMatch);
     }),
   );
 }

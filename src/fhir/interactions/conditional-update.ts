@@ -1,7 +1,7 @@
 // https://hl7.org/fhir/R4/http.html#cond-update
 import { AppError } from '../../errors.js';
 import { requireAccess, requireBinaryChangeable } from '../access.js';
-import { findMatches, lockCriteria, parseCriteria, withMatchesAhead } from '../conditional.js';
+import { parseCriteria, soleMatch, withMatchesAhead } from '../conditional.js';
 import { assertValidId } from '../ids.js';
 import { acceptResource } from '../resource-input.js';
 import type { FhirResponse } from '../response.js';
@@ -25,12 +25,8 @@ export async function conditionalUpdateInteraction(
   if (bodyId !== undefined) assertValidId(bodyId);
   return withMatchesAhead(request, [[type, criteria]], (request) =>
     request.services.store.transaction(async (store, tx) => {
-      await lockCriteria(tx, type, criteria);
-      const matches = await findMatches(request, tx, type, criteria);
-      if (matches.length > 1) {
-        throw new AppError('precondition-failed', `The criteria match ${matches.length} or more ${type} resources`);
-      }
-      if (matches.length === 0) {
+      const id = await soleMatch(request, tx, type, criteria, 'The criteria');
+      if (id === undefined) {
         requireAccess(request, 'create', type);
         const resource = acceptResource(request, type, body);
         if (bodyId === undefined) return writeResponse(request, (await store.create(resource)).stored, 201);
@@ -46,7 +42,6 @@ export async function conditionalUpdateInteraction(
         const { stored } = await store.update({ ...resource, id: bodyId }, { ifMatch });
         return writeResponse(request, stored, 201);
       }
-      const id = matches[0];
       if (bodyId !== undefined && bodyId !== id) {
         throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
       }

@@ -1,7 +1,6 @@
 // https://hl7.org/fhir/R4/http.html#create (and #ccreate: conditional create with If-None-Exist)
-import { AppError } from '../../errors.js';
 import { requireAccess } from '../access.js';
-import { findMatches, lockCriteria, parseCriteria, withMatchesAhead } from '../conditional.js';
+import { parseCriteria, soleMatch, withMatchesAhead } from '../conditional.js';
 import { acceptResource } from '../resource-input.js';
 import type { FhirResponse } from '../response.js';
 import type { FhirRequest } from '../services.js';
@@ -32,14 +31,10 @@ export async function createInteraction(
   const criteria = parseCriteria(type, options.ifNoneExist);
   return withMatchesAhead(request, [[type, criteria]], (request) =>
     store.transaction(async (txStore, tx) => {
-      await lockCriteria(tx, type, criteria);
-      const matches = await findMatches(request, tx, type, criteria);
-      if (matches.length > 1) {
-        throw new AppError('precondition-failed', `If-None-Exist matches ${matches.length} or more ${type} resources`);
-      }
-      if (matches.length === 1) {
+      const match = await soleMatch(request, tx, type, criteria, 'If-None-Exist');
+      if (match !== undefined) {
         // Already there: answer it as it is (200), create nothing.
-        const existing = await txStore.read(type, matches[0]);
+        const existing = await txStore.read(type, match);
         if (existing && !existing.deleted) {
           return writeResponse(request, existing, 200);
         }

@@ -2,11 +2,10 @@
 // or the one match of its ifNoneExist (searched inside the transaction, its criteria locked till the
 // end), and what each entry's fullUrl becomes.
 import { randomUUID } from 'node:crypto';
-import { AppError } from '../../errors.js';
 import type { SqlExecutor } from '../../storage/sql/database.js';
 import { requireAccess } from '../access.js';
 import type { EntryAction } from '../bundle-entry-request.js';
-import { findMatches, lockCriteria, parseCriteria } from '../conditional.js';
+import { parseCriteria, soleMatch } from '../conditional.js';
 import type { FhirRequest } from '../services.js';
 import { atEntry } from './bundle-input.js';
 
@@ -72,12 +71,9 @@ async function assignId(
   if (action.ifNoneExist === undefined) return;
   requireAccess(request, 'search', action.type);
   const criteria = parseCriteria(action.type, action.ifNoneExist);
-  await lockCriteria(tx, action.type, criteria);
-  const matches = await findMatches(request, tx, action.type, criteria);
-  if (matches.length > 1)
-    throw new AppError('precondition-failed', `ifNoneExist matches ${matches.length} or more ${action.type} resources`);
-  if (matches.length === 1) {
-    entry.assignedId = matches[0];
+  const match = await soleMatch(request, tx, action.type, criteria, 'ifNoneExist');
+  if (match !== undefined) {
+    entry.assignedId = match;
     entry.existing = true;
   }
 }

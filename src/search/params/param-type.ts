@@ -53,7 +53,7 @@ export interface RowMatch {
   /**
    * Values matched as a range or a pattern (prefixes, `:text`, `:contains`, dates, numbers, quantities,
    * `:below`): each is one more comparison on every row the criterion probes, where an equality list is
-   * one index lookup. Counted against SEARCH_LIMITS.rangeValuesPerSearch (limits.ts).
+   * one index lookup. Counted against SEARCH_LIMITS.rangeValuesPerSearch (cost-limits.ts).
    */
   readonly rangeValues?: number;
   /** Lower is more selective: used to pick the index that drives the query (see plan.ts). */

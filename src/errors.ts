@@ -47,7 +47,7 @@ export const ERROR_CATALOG = {
   // Criteria searched ahead of a write kept being overtaken by other writes (fhir/conditional.ts).
   'conditional-contended': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
   'patch-failed': { status: 422, issueType: 'processing', oauthError: 'invalid_request' },
-  // FHIRPath and regular expressions that arrive in a request (src/fhirpath/request-fhirpath.ts).
+  // FHIRPath and regular expressions that arrive in a request (src/request-fhirpath/request-fhirpath.ts).
   'fhirpath-unsupported': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
   'fhirpath-too-complex': { status: 400, issueType: 'too-costly', oauthError: 'invalid_request' },
   'fhirpath-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },

@@ -14,8 +14,8 @@ const BELOW_HTTP = [
   'definitions',
   'export',
   'fhir',
-  'fhirpath',
   'import',
+  'request-fhirpath',
   'scribe',
   'search',
   'storage',
@@ -29,7 +29,9 @@ const FORBIDDEN: readonly (readonly [string, string])[] = [
   // The FHIR layer: below search, export, import and the scribe, which all write and read through it.
   ...['search', 'export', 'import', 'scribe'].map((module) => ['fhir', module] as const),
   // Storage knows SQL, not who asks or what for.
-  ...['auth', 'export', 'import', 'scribe', 'validation', 'fhirpath'].map((module) => ['storage', module] as const),
+  ...['auth', 'export', 'import', 'scribe', 'validation', 'request-fhirpath'].map(
+    (module) => ['storage', module] as const,
+  ),
   // The R4 definitions and validation are pure: no database, no requests.
   ...['auth', 'fhir', 'search', 'storage', 'validation'].map((module) => ['definitions', module] as const),
   ...['auth', 'search', 'storage', 'export', 'import', 'scribe'].map((module) => ['validation', module] as const),

@@ -145,7 +145,7 @@ function checkPipeline(type: string, params: [string, string][], strict: boolean
   const result = pipeline(type, params, strict);
   expect(performance.now() - started, JSON.stringify(params)).toBeLessThan(1_000);
   if (result.error) {
-    // 400 malformed, 403 a type the caller may not search, 422 beyond the cost limits (search/limits.ts).
+    // 400 malformed, 403 a type the caller may not search, 422 beyond the cost limits (search/cost-limits.ts).
     expect([400, 403, 422], result.error.message).toContain(result.error.status);
     return;
   }

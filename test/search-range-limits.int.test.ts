@@ -1,11 +1,11 @@
-// Values matched as a range or a pattern are limited per search (limits.ts, rangeValuesPerSearch): each
+// Values matched as a range or a pattern are limited per search (cost-limits.ts, rangeValuesPerSearch): each
 // is one more comparison on every row a probing criterion reads, and the attack of issue 23 item 3,
 // `Observation?code:text=<1000 values>&category:text=<1000 values>&_summary=count`, ran out the 10 s
 // budget on both databases (and, with JIT, ran on in PostgreSQL for minutes). Refused before anything
 // runs, however it arrives; a search within the limit answers as before.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SEARCH_LIMITS } from '../src/search/limits.js';
+import { SEARCH_LIMITS } from '../src/search/cost-limits.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';

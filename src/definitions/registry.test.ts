@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -23,6 +23,12 @@ describe('R4 registry', () => {
   it('tells the user to build when the generated file is missing', () => {
     const missing = join(mkdtempSync(join(tmpdir(), 'r4-')), 'r4.json');
     expect(() => loadR4Definitions(missing)).toThrow(/npm run build/);
+  });
+
+  it('tells the user to build when the generated file predates the summary elements', () => {
+    const stale = join(mkdtempSync(join(tmpdir(), 'r4-')), 'r4.json');
+    writeFileSync(stale, JSON.stringify({ fhirVersion: '4.0.1', resourceTypes: [] }));
+    expect(() => loadR4Definitions(stale)).toThrow(/older build: run `npm run build`/);
   });
 
   it('looks up element rules by relative or prefixed path', () => {

@@ -45,6 +45,8 @@ export interface R4Registry {
   compartment(code: string): CompartmentRule | undefined;
   /** Every compartment type, in the order the definitions list them. */
   readonly compartments: readonly CompartmentRule[];
+  /** The top-level elements a resource type marks isSummary (without `[x]`); none for an unknown type. */
+  summaryElements(resourceType: string): readonly string[];
 }
 
 /**
@@ -77,7 +79,13 @@ export function loadR4Definitions(path: string = defaultDefinitionsPath()): R4Re
   if (!existsSync(path)) {
     throw new Error(`FHIR R4 definitions not found at ${path}: run \`npm run build\` to generate them.`);
   }
-  const registry = createRegistry(JSON.parse(readFileSync(path, 'utf8')) as R4Definitions);
+  const definitions = JSON.parse(readFileSync(path, 'utf8')) as R4Definitions;
+  if (!definitions.summaryElements) {
+    throw new Error(
+      `FHIR R4 definitions at ${path} are from an older build: run \`npm run build\` to regenerate them.`,
+    );
+  }
+  const registry = createRegistry(definitions);
   registries.set(path, registry);
   return registry;
 }
@@ -96,6 +104,7 @@ export function createRegistry(definitions: R4Definitions): R4Registry {
   }
 
   const compartments = new Map(Object.entries(definitions.compartments ?? {}));
+  const summaryElements = new Map(Object.entries(definitions.summaryElements));
 
   return {
     fhirVersion: definitions.fhirVersion,
@@ -116,6 +125,7 @@ export function createRegistry(definitions: R4Definitions): R4Registry {
     searchParameter: (resourceType, code) => searchParameterByKey.get(`${resourceType}|${code}`),
     compartment: (code) => compartments.get(code),
     compartments: [...compartments.values()],
+    summaryElements: (resourceType) => summaryElements.get(resourceType) ?? [],
   };
 }
 

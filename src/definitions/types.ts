@@ -24,6 +24,11 @@ export interface R4Definitions {
   skippedConstraints: SkippedConstraint[];
   /** The R4 CompartmentDefinitions (Patient, Encounter, RelatedPerson, Practitioner, Device), by compartment type. */
   compartments: Record<string, CompartmentRule>;
+  /**
+   * Per concrete resource type, the top-level elements its StructureDefinition marks isSummary (names without
+   * `[x]`): what `_summary=true` keeps.
+   */
+  summaryElements: Record<string, string[]>;
 }
 
 /**

@@ -11,7 +11,7 @@
 import type { Dialect } from '../storage/sql/dialect.js';
 import { spId } from '../search/catalog.js';
 import type { SearchCatalog } from '../search/catalog.js';
-import { checkCost } from '../search/limits.js';
+import { checkCost } from '../search/cost-limits.js';
 import { AppError } from '../errors.js';
 import { parseSearch } from '../search/parse.js';
 import { planSearch } from '../search/plan.js';

@@ -8,7 +8,7 @@ const REQUEST_BODY = 'The request body';
 
 /**
  * Parameters one form body may carry (a POST _search: a search uses at most a few dozen, see
- * search/limits.ts). Counted as the bytes arrive, so a form of a million parameters is refused at the
+ * search/cost-limits.ts). Counted as the bytes arrive, so a form of a million parameters is refused at the
  * 1,001st, before the rest is read or any of it is decoded.
  */
 export const MAX_FORM_PARAMETERS = 1000;

@@ -3,9 +3,10 @@
 // marked SUBSETTED in meta.tag as the spec asks.
 import type { R4Registry } from '../definitions/registry.js';
 import type { SummaryMode } from './parse.js';
-import { SUMMARY_ELEMENTS } from './summary-elements.js';
 
 const ALWAYS = ['resourceType', 'id', 'meta'];
+// Kept by _summary=true besides the elements the definitions mark isSummary (registry.summaryElements):
+// modifiers are never dropped (implicitRules, modifierExtension), and language says how to read the rest.
 const SUMMARY_ALWAYS = ['implicitRules', 'language', 'modifierExtension'];
 const SUBSETTED = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' };
 
@@ -54,7 +55,7 @@ export function subsetter(
   switch (summary) {
     case 'true':
       return (text, type) =>
-        subset(JSON.parse(text), new Set([...ALWAYS, ...SUMMARY_ALWAYS, ...(SUMMARY_ELEMENTS[type] ?? '').split(' ')]));
+        subset(JSON.parse(text), new Set([...ALWAYS, ...SUMMARY_ALWAYS, ...registry.summaryElements(type)]));
     case 'text':
       return (text, type) => subset(JSON.parse(text), new Set([...ALWAYS, 'text', ...mandatory(registry, type)]));
     case 'data':

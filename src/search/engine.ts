@@ -27,7 +27,7 @@ import { CardinalityEstimator } from './estimate.js';
 import { everythingSearchRequest, everythingTypes, parseEverything, planEverything } from './everything.js';
 import type { StatementRunner } from './estimate.js';
 import { executeSearch, queryKey } from './execute.js';
-import { checkCost } from './limits.js';
+import { checkCost } from './cost-limits.js';
 import { SearchIndexWriter } from './index-writer.js';
 import { parseSearch } from './parse.js';
 import type { SearchRequest } from './parse.js';

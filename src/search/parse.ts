@@ -4,7 +4,7 @@
 // and leaves the meaning (does the parameter exist? does the modifier apply?) to plan.ts.
 import { AppError } from '../errors.js';
 import { parseCount } from '../fhir/query-values.js';
-import { SEARCH_LIMITS } from './limits.js';
+import { SEARCH_LIMITS } from './cost-limits.js';
 import { splitUnescaped } from './values/escapes.js';
 
 /** A parameter name as written: `code[:modifier]`, a chain `ref[:Type].next`, or `_has:Type:ref:next`. */
@@ -61,7 +61,7 @@ export interface SearchRequest {
 }
 
 /**
- * Limits the parser holds a search to (limits.ts: SEARCH_LIMITS, documented in the README). Counts
+ * Limits the parser holds a search to (cost-limits.ts: SEARCH_LIMITS, documented in the README). Counts
  * beyond them are refused as too costly (422); a name over `nameLength` is malformed (400).
  */
 export const LIMITS = {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findSourceFiles } from '../import/sources.js';
 import { BACKENDS } from '../../test/support/databases.js';
 import { fixturesDir } from '../../test/support/fixtures.js';
-import type { Node } from './fhirpath/evaluate.js';
+import type { Node } from './expressions/evaluate.js';
 import { createSearchTestEnv } from '../../test/support/search-env.js';
 import type { SearchTestEnv } from '../../test/support/search-env.js';
 import { parseDateRange, periodRange } from './values/dates.js';

@@ -4,7 +4,7 @@ import {
   compileRequestFhirPath,
   RequestFhirPathBudget,
   type RequestFhirPath,
-} from '../../fhirpath/request-fhirpath.js';
+} from '../../request-fhirpath/request-fhirpath.js';
 
 type Json = Record<string, unknown>;
 
@@ -106,7 +106,7 @@ export function parseFhirPathPatch(parameters: unknown): PatchOperation[] {
 }
 
 /**
- * The paths are the client's FHIRPath: they run under one budget per patch (src/fhirpath/request-fhirpath.ts),
+ * The paths are the client's FHIRPath: they run under one budget per patch (src/request-fhirpath/request-fhirpath.ts),
  * which also pays for our own walks of the resource, so that many operations on a large resource are bounded too.
  */
 class PatchContext {

@@ -11,7 +11,7 @@
 //   sa  lo >= e (starts after)     eb  hi <= s (ends before)
 //   sb  lo < s (the specification: the target starts before the search range starts)
 //   ap  the ranges overlap once the search range is widened by 10% of its distance from now
-import type { Node } from '../fhirpath/evaluate.js';
+import type { Node } from '../expressions/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
 import { parseDateRange, periodRange } from '../values/dates.js';

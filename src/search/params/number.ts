@@ -5,7 +5,7 @@
 //   eq  lo >= v-h and hi < v+h      ne  lo < v-h or hi >= v+h
 //   gt  hi > v    ge  hi >= v       lt  lo < v    le  lo <= v
 //   sa  lo > v    eb  hi < v        sb  lo < v    ap  [lo, hi] meets v ± max(10% of v, h)
-import type { Node } from '../fhirpath/evaluate.js';
+import type { Node } from '../expressions/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
 import { parseDecimal } from '../values/numbers.js';

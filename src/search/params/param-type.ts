@@ -3,8 +3,8 @@
 // (string.ts, token.ts, date.ts, number.ts, quantity.ts, reference.ts, uri.ts), so they cannot drift.
 import type { SearchParameterType } from '../../definitions/registry.js';
 import { AppError } from '../../errors.js';
-import type { Node } from '../fhirpath/evaluate.js';
-import type { TypeModel, TypeState } from '../fhirpath/model.js';
+import type { Node } from '../expressions/evaluate.js';
+import type { TypeModel, TypeState } from '../expressions/model.js';
 import type { Sql } from '../sql/fragment.js';
 import type { IndexTable, RowSink } from '../tables.js';
 import type { ReferenceParser } from '../../fhir/references.js';
@@ -53,7 +53,7 @@ export interface RowMatch {
   /**
    * Values matched as a range or a pattern (prefixes, `:text`, `:contains`, dates, numbers, quantities,
    * `:below`): each is one more comparison on every row the criterion probes, where an equality list is
-   * one index lookup. Counted against SEARCH_LIMITS.rangeValuesPerSearch (limits.ts).
+   * one index lookup. Counted against SEARCH_LIMITS.rangeValuesPerSearch (cost-limits.ts).
    */
   readonly rangeValues?: number;
   /** Lower is more selective: used to pick the index that drives the query (see plan.ts). */

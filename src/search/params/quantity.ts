@@ -4,7 +4,7 @@
 // `s` or `g.m-3`), so `length=gt2|http://unitsofmeasure.org|d` compares 2 days with 4320 min in
 // seconds. `value` alone compares the value in any unit; `value||code` the code or unit in any system;
 // `value|system|code` the exact unit, or, when it is valid UCUM, the canonical rows. Prefixes as number.ts.
-import type { Node } from '../fhirpath/evaluate.js';
+import type { Node } from '../expressions/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import { keyEquals, keyTiebreak } from '../sql/keyed.js';
 import { CANONICAL_SYSTEM } from '../tables.js';

@@ -5,7 +5,7 @@
 // (`Encounter.subject.where(resolve() is Patient)` gives `patient` Patient references only).
 // `Reference.identifier` goes to idx_token under the parameter's extra id, for `:identifier`.
 // Chains and `_has` join these rows to the resource table on (type, id): see sql/compile.ts.
-import type { Node } from '../fhirpath/evaluate.js';
+import type { Node } from '../expressions/evaluate.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
 import { keyIn, keyTiebreak } from '../sql/keyed.js';

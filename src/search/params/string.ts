@@ -3,7 +3,7 @@
 // `name=john sm` and `name=smi` both match "John Smith". Matching is on `norm` (accents and case
 // removed): default = starts with (an index range), `:exact` = `exact` equal, `:contains` = substring,
 // and the specification's `:not` = no value equals the text (ignoring case and accents; no value at all matches).
-import type { Node } from '../fhirpath/evaluate.js';
+import type { Node } from '../expressions/evaluate.js';
 import { or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';
 import { keyIn, keyStartsWith, keyTiebreak, wholeValue } from '../sql/keyed.js';

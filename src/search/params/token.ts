@@ -4,8 +4,8 @@
 // `text` holds the normalised display/text for `:text`. Identifier types go to a second parameter id
 // (ParamIds.extraSp) as (`typeSystem|typeCode`, value) for `:of-type`. Absent systems are stored as ''
 // so `|code` ("no system") is an equality too.
-import type { Node } from '../fhirpath/evaluate.js';
-import type { TypeModel } from '../fhirpath/model.js';
+import type { Node } from '../expressions/evaluate.js';
+import type { TypeModel } from '../expressions/model.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
 import { and, or, raw, sql } from '../sql/fragment.js';
 import type { Sql } from '../sql/fragment.js';

@@ -2,7 +2,7 @@
 // Default and `:exact`-like matching is equality; `:below` = starts with (an index range), `:above` =
 // the value is one of the stored URI's ancestors, i.e. the stored URI is a prefix of the search value
 // at a `/` boundary (computed as an IN list of the value's prefixes).
-import type { Node } from '../fhirpath/evaluate.js';
+import type { Node } from '../expressions/evaluate.js';
 import { or, raw } from '../sql/fragment.js';
 import { keyIn, keyStartsWith, keyTiebreak } from '../sql/keyed.js';
 import { unescapeValue } from '../values/escapes.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addressCounterKey } from './limits.js';
+import { addressCounterKey } from './rate-counters.js';
 
 describe('addressCounterKey', () => {
   it('keeps IPv4 addresses, and IPv4-mapped IPv6 ones as IPv4', () => {

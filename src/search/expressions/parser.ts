@@ -75,124 +75,140 @@ function tokenize(source: string): Token[] {
 const BINARY_LEVELS: readonly (readonly string[])[] = [['or'], ['and'], ['=', '!='], ['|']];
 
 export function parseFhirPathSubset(source: string): Expr {
-  const tokens = tokenize(source);
-  let pos = 0;
-  const peek = (): Token => tokens[pos];
-  const isOp = (v: string): boolean => {
-    const t = peek();
-    return (t.t === 'op' || t.t === 'id') && t.v === v;
-  };
-  const expect = (v: string): void => {
-    if (!isOp(v)) throw new SyntaxError(`Expected "${v}" in ${source}`);
-    pos++;
-  };
+  return new SubsetParser(source).parse();
+}
 
-  const parseBinary = (level: number): Expr => {
-    if (level >= BINARY_LEVELS.length) return parseTypeExpr();
-    let left = parseBinary(level + 1);
+/** Recursive descent over the tokens, one method per rule of the grammar. */
+class SubsetParser {
+  private readonly tokens: Token[];
+  private pos = 0;
+
+  constructor(private readonly source: string) {
+    this.tokens = tokenize(source);
+  }
+
+  parse(): Expr {
+    const expr = this.parseBinary(0);
+    if (this.peek().t !== 'end') throw new SyntaxError(`Unexpected trailing input in ${this.source}`);
+    return expr;
+  }
+
+  private peek(): Token {
+    return this.tokens[this.pos];
+  }
+
+  private isOp(v: string): boolean {
+    const t = this.peek();
+    return (t.t === 'op' || t.t === 'id') && t.v === v;
+  }
+
+  private expect(v: string): void {
+    if (!this.isOp(v)) throw new SyntaxError(`Expected "${v}" in ${this.source}`);
+    this.pos++;
+  }
+
+  private parseBinary(level: number): Expr {
+    if (level >= BINARY_LEVELS.length) return this.parseTypeExpr();
+    let left = this.parseBinary(level + 1);
     for (;;) {
-      const op = BINARY_LEVELS[level].find((o) => isOp(o));
+      const op = BINARY_LEVELS[level].find((o) => this.isOp(o));
       if (!op) return left;
-      pos++;
-      const right = parseBinary(level + 1);
+      this.pos++;
+      const right = this.parseBinary(level + 1);
       left = { kind: 'binary', op: op as '|' | '=' | '!=' | 'and' | 'or', left, right };
     }
-  };
+  }
 
-  const parseTypeExpr = (): Expr => {
-    let target = parsePostfix();
-    while (isOp('as') || isOp('is')) {
-      const op = (peek() as { v: string }).v as 'as' | 'is';
-      pos++;
-      const typeName = parseTypeName();
+  private parseTypeExpr(): Expr {
+    let target = this.parsePostfix();
+    while (this.isOp('as') || this.isOp('is')) {
+      const op = (this.peek() as { v: string }).v as 'as' | 'is';
+      this.pos++;
+      const typeName = this.parseTypeName();
       target = { kind: 'type', op, target, typeName };
     }
     return target;
-  };
+  }
 
-  const parseTypeName = (): string => {
-    const t = peek();
-    if (t.t !== 'id') throw new SyntaxError(`Expected a type name in ${source}`);
-    pos++;
+  private parseTypeName(): string {
+    const t = this.peek();
+    if (t.t !== 'id') throw new SyntaxError(`Expected a type name in ${this.source}`);
+    this.pos++;
     let name = t.v;
     // Qualified names (FHIR.Patient, System.String): keep the last part.
-    while (isOp('.') && tokens[pos + 1].t === 'id') {
-      pos++;
-      name = (tokens[pos] as { v: string }).v;
-      pos++;
+    while (this.isOp('.') && this.tokens[this.pos + 1].t === 'id') {
+      this.pos++;
+      name = (this.tokens[this.pos] as { v: string }).v;
+      this.pos++;
     }
     return name;
-  };
+  }
 
-  const parseArgs = (name: string): Expr[] => {
-    expect('(');
+  private parseArgs(name: string): Expr[] {
+    this.expect('(');
     const args: Expr[] = [];
-    if (isOp(')')) {
-      pos++;
+    if (this.isOp(')')) {
+      this.pos++;
       return args;
     }
     for (;;) {
       // Type-taking functions receive a bare type name.
-      if (['as', 'is', 'ofType'].includes(name)) args.push({ kind: 'identifier', name: parseTypeName() });
-      else args.push(parseBinary(0));
-      if (isOp(',')) {
-        pos++;
+      if (['as', 'is', 'ofType'].includes(name)) args.push({ kind: 'identifier', name: this.parseTypeName() });
+      else args.push(this.parseBinary(0));
+      if (this.isOp(',')) {
+        this.pos++;
         continue;
       }
-      expect(')');
+      this.expect(')');
       return args;
     }
-  };
+  }
 
-  const parsePrimary = (): Expr => {
-    const t = peek();
+  private parsePrimary(): Expr {
+    const t = this.peek();
     if (t.t === 'op' && t.v === '(') {
-      pos++;
-      const inner = parseBinary(0);
-      expect(')');
+      this.pos++;
+      const inner = this.parseBinary(0);
+      this.expect(')');
       return inner;
     }
     if (t.t === 'str' || t.t === 'num') {
-      pos++;
+      this.pos++;
       return { kind: 'literal', value: t.v };
     }
     if (t.t === 'var') {
-      pos++;
+      this.pos++;
       return { kind: 'variable', name: t.v };
     }
     if (t.t === 'id') {
-      pos++;
+      this.pos++;
       if (t.v === 'true' || t.v === 'false') return { kind: 'literal', value: t.v === 'true' };
-      if (isOp('(')) return { kind: 'call', target: undefined, name: t.v, args: parseArgs(t.v) };
+      if (this.isOp('(')) return { kind: 'call', target: undefined, name: t.v, args: this.parseArgs(t.v) };
       return { kind: 'identifier', name: t.v };
     }
-    throw new SyntaxError(`Unexpected token in ${source}`);
-  };
+    throw new SyntaxError(`Unexpected token in ${this.source}`);
+  }
 
-  const parsePostfix = (): Expr => {
-    let expr = parsePrimary();
+  private parsePostfix(): Expr {
+    let expr = this.parsePrimary();
     for (;;) {
-      if (isOp('.')) {
-        pos++;
-        const t = peek();
-        if (t.t !== 'id') throw new SyntaxError(`Expected a name after "." in ${source}`);
-        pos++;
-        if (isOp('(')) expr = { kind: 'call', target: expr, name: t.v, args: parseArgs(t.v) };
+      if (this.isOp('.')) {
+        this.pos++;
+        const t = this.peek();
+        if (t.t !== 'id') throw new SyntaxError(`Expected a name after "." in ${this.source}`);
+        this.pos++;
+        if (this.isOp('(')) expr = { kind: 'call', target: expr, name: t.v, args: this.parseArgs(t.v) };
         else expr = { kind: 'member', target: expr, name: t.v };
-      } else if (isOp('[')) {
-        pos++;
-        const t = peek();
-        if (t.t !== 'num') throw new SyntaxError(`Expected an index in ${source}`);
-        pos++;
-        expect(']');
+      } else if (this.isOp('[')) {
+        this.pos++;
+        const t = this.peek();
+        if (t.t !== 'num') throw new SyntaxError(`Expected an index in ${this.source}`);
+        this.pos++;
+        this.expect(']');
         expr = { kind: 'index', target: expr, index: t.v };
       } else {
         return expr;
       }
     }
-  };
-
-  const expr = parseBinary(0);
-  if (peek().t !== 'end') throw new SyntaxError(`Unexpected trailing input in ${source}`);
-  return expr;
+  }
 }

@@ -1,7 +1,15 @@
 import { AppError } from '../errors.js';
 
-// https://hl7.org/fhir/R4/datatypes.html#id
-const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
+/** An R4 id (https://hl7.org/fhir/R4/datatypes.html#id), as a pattern to build others from. */
+export const ID = '[A-Za-z0-9\\-.]{1,64}';
+
+/**
+ * A relative literal reference, `Type/id` optionally versioned (`/_history/vid`,
+ * https://hl7.org/fhir/R4/references.html#literal): the type and the id captured, in that order.
+ */
+export const RELATIVE_REFERENCE = `([A-Z][A-Za-z]+)/(${ID})(?:/_history/${ID})?`;
+
+const ID_PATTERN = new RegExp(`^${ID}$`);
 
 export function isValidId(id: string): boolean {
   return ID_PATTERN.test(id) && id !== '.' && id !== '..';

@@ -2,6 +2,7 @@
 // a resource of this server from any other, used by indexing, resource links, validation and so
 // includes; and the rewriting of transaction Bundles: fullUrls (urn:uuid:, urn:oid:, absolute) of
 // entries become the `Type/id` the transaction assigns, in every reference of every entry.
+import { RELATIVE_REFERENCE } from './ids.js';
 
 export interface ReferenceKey {
   /** '' for a URL. */
@@ -10,7 +11,7 @@ export interface ReferenceKey {
   readonly id: string;
 }
 
-const LOCAL = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+const LOCAL = new RegExp(`^${RELATIVE_REFERENCE}$`);
 
 /**
  * A reference is local when it is `Type/id` (optionally `/_history/vid`) with a type R4 defines, either

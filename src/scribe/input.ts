@@ -4,6 +4,7 @@
 // templates and the referenced resources exist?) is checked by the route afterwards.
 import { AppError } from '../errors.js';
 import type { AudioInput } from './engines/engine.js';
+import { ID } from '../fhir/ids.js';
 
 export interface Submission {
   readonly transcripts: readonly string[];
@@ -67,7 +68,6 @@ export function fieldsFromJson(body: unknown): FieldValues {
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_TIME =
   /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):([0-5]\d)(:([0-5]\d)(\.\d{1,9})?)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
-const REFERENCE_ID = '[A-Za-z0-9\\-.]{1,64}';
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
@@ -257,7 +257,7 @@ function readReference(
 ): string | undefined {
   const value = singleField(fields, name, problems);
   if (value === undefined) return undefined;
-  if (!new RegExp(`^${type}/${REFERENCE_ID}$`).test(value)) {
+  if (!new RegExp(`^${type}/${ID}$`).test(value)) {
     problems.push(
       `${name}: must be a reference of the form "${type}/<id>", got ${JSON.stringify(value.slice(0, 100))}`,
     );

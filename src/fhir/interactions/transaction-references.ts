@@ -13,6 +13,7 @@ import { copyWithReferences, forEachReference, parseConditionalReference } from 
 import type { FhirRequest } from '../services.js';
 import { atEntry } from './bundle-input.js';
 import type { PlannedEntry } from './transaction-identities.js';
+import { RELATIVE_REFERENCE } from '../ids.js';
 
 /** Rewrites the entries' references (each changed resource in a copy); answers the rewritten copies. */
 export async function resolveReferences(
@@ -76,14 +77,12 @@ export function rewrittenCopy(
   return copyWithReferences(resource, (reference) => rewrites.get(reference)) as Record<string, unknown>;
 }
 
-/** A relative literal reference: `Type/id`, optionally versioned (https://hl7.org/fhir/R4/references.html#literal). */
-const RELATIVE = /^[A-Z][A-Za-z]+\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+const RELATIVE = new RegExp(`^${RELATIVE_REFERENCE}$`);
+const RESTFUL_FULL_URL = new RegExp(`^(https?://.+)/${RELATIVE_REFERENCE}$`);
 
 /** The service base of an absolute RESTful fullUrl (`http://example.org/fhir/Patient/0` → `http://example.org/fhir`). */
 function restfulBase(fullUrl: string | undefined): string | undefined {
-  const match =
-    fullUrl &&
-    /^(https?:\/\/.+)\/[A-Z][A-Za-z]+\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(fullUrl);
+  const match = fullUrl && RESTFUL_FULL_URL.exec(fullUrl);
   return match ? match[1] : undefined;
 }
 

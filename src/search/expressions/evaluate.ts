@@ -5,6 +5,7 @@ import { parseFhirPathSubset } from './parser.js';
 import type { Expr } from './parser.js';
 import { TypeModel } from './model.js';
 import type { TypeState } from './model.js';
+import { RELATIVE_REFERENCE } from '../../fhir/ids.js';
 
 export interface Node {
   readonly value: unknown;
@@ -41,7 +42,7 @@ function isTrue(nodes: readonly Node[]): boolean {
   return nodes.length === 1 && nodes[0].value === true;
 }
 
-const RESOURCE_URL = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+const RESOURCE_URL = new RegExp(`(?:^|/)${RELATIVE_REFERENCE}$`);
 
 /** The resource type a Reference points to, as `resolve()` would find it, without fetching anything. */
 export function referencedType(reference: unknown, root: unknown, model: TypeModel): string | undefined {

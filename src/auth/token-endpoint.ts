@@ -29,6 +29,7 @@ import { MAX_PASSWORD_LENGTH, verifyPassword } from './passwords.js';
 import { parseScope, ScopeSet, splitScopes } from './scopes.js';
 import type { TokenService } from './tokens.js';
 import { clientAddress, isHttps, isLoopbackAddress } from './transport.js';
+import { pathOf, queryOf } from '../url-parts.js';
 
 export const TOKEN_PATH = '/v1/ambient/api/auth/token';
 
@@ -79,17 +80,9 @@ const INVALID_CLIENT = 'The client assertion was refused, or the account may not
  */
 const CREDENTIAL_PARAMETERS = ['username', 'password', 'client_secret', 'client_assertion'];
 
-/** The URL without its query: credentials sent there must not reach the log through the request line. */
-function pathOf(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
-}
-
 /** The credential parameters a URL's query carries (names compared case-insensitively, to be safe). */
 function credentialsInQuery(url: string): string[] {
-  const q = url.indexOf('?');
-  if (q < 0) return [];
-  const names = new Set([...new URLSearchParams(url.slice(q + 1)).keys()].map((n) => n.toLowerCase()));
+  const names = new Set([...new URLSearchParams(queryOf(url)).keys()].map((n) => n.toLowerCase()));
   return CREDENTIAL_PARAMETERS.filter((name) => names.has(name));
 }
 
@@ -435,9 +428,10 @@ async function handleTokenRequest(parts: TokenEndpointParts, request: FastifyReq
 
 /** Route options of the token path for every method. */
 const EVERY_METHOD = {
-  // RFC 6749 §5.1: no caching of token responses, the errors included.
+  // RFC 6749 §5.1: no caching of token responses, the errors included (Cache-Control: no-store comes
+  // from http/cache-control.ts, as on every response; Pragma for HTTP/1.0 caches).
   onSend: async (_request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-    reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
+    reply.header('Pragma', 'no-cache');
     return payload;
   },
   // Fastify logs each request line; on this path it never carries the query (credentials sent there

@@ -42,6 +42,37 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
         expect.arrayContaining(['create', 'read', 'vread', 'update', 'delete', 'history-instance', 'history-type']),
       );
     });
+
+    it('honours _summary, _elements and _pretty, and names no source file in any text', async () => {
+      const full = await t.app.inject({ method: 'GET', url: '/fhir/metadata' });
+      expect(full.body).not.toMatch(/\b[a-z-]+\.ts\b/);
+      const summary = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_summary=true' });
+      expect(summary.statusCode).toBe(200);
+      const cs = summary.json();
+      expect(cs).toMatchObject({ resourceType: 'CapabilityStatement', fhirVersion: '4.0.1', kind: 'instance' });
+      expect(cs.meta.tag).toContainEqual(expect.objectContaining({ code: 'SUBSETTED' }));
+      const text = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_summary=text' });
+      // text (none here), and what a CapabilityStatement must have (min 1)
+      expect(Object.keys(text.json()).sort()).toEqual([
+        'date',
+        'fhirVersion',
+        'format',
+        'kind',
+        'meta',
+        'resourceType',
+        'status',
+      ]);
+      const elements = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_elements=software' });
+      expect(Object.keys(elements.json()).sort()).toEqual(
+        // software, and what a CapabilityStatement must have (min 1)
+        ['date', 'fhirVersion', 'format', 'kind', 'meta', 'resourceType', 'software', 'status'],
+      );
+      const pretty = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_summary=true&_pretty=true' });
+      expect(pretty.body).toContain('\n  "fhirVersion": "4.0.1"');
+      const refused = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_summary=count' });
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json().issue[0].diagnostics).toMatch(/_summary on a read must be one of/);
+    });
   });
 
   describe('create', () => {
@@ -89,6 +120,30 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
       expect(res.statusCode).toBe(200);
       expect(res.json()).toEqual(created.json());
       expect(res.headers.etag).toBe('W/"1"');
+    });
+
+    it('reads and vreads with _summary or _elements, the resource marked SUBSETTED', async () => {
+      const created = await create({
+        resourceType: 'Patient',
+        text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">Ann</div>' },
+        name: [{ family: 'Ann' }],
+        gender: 'female',
+        maritalStatus: { text: 'married' },
+      });
+      const url = `/fhir/Patient/${created.json().id}`;
+      const summary = (await t.app.inject({ method: 'GET', url: `${url}?_summary=true`, headers: auth })).json();
+      expect(summary).toMatchObject({ name: [{ family: 'Ann' }], gender: 'female' });
+      expect(summary.text).toBeUndefined();
+      expect(summary.maritalStatus).toBeUndefined();
+      expect(summary.meta.tag).toContainEqual(expect.objectContaining({ code: 'SUBSETTED' }));
+      const vread = await t.app.inject({ method: 'GET', url: `${url}/_history/1?_elements=gender`, headers: auth });
+      expect(Object.keys(vread.json()).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+      const whole = (await t.app.inject({ method: 'GET', url: `${url}?_summary=false`, headers: auth })).json();
+      expect(whole.maritalStatus).toEqual({ text: 'married' });
+      for (const query of ['_summary=count', '_summary=yes', '_summary=true&_elements=gender']) {
+        const res = await t.app.inject({ method: 'GET', url: `${url}?${query}`, headers: auth });
+        expect(res.statusCode, query).toBe(400);
+      }
     });
 
     it('answers 304 to If-None-Match on the current version and to If-Modified-Since', async () => {

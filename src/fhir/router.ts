@@ -22,9 +22,11 @@ import { bundleInteraction } from './interactions/transaction.js';
 import { updateInteraction } from './interactions/update.js';
 import { validateInteraction } from './interactions/validate.js';
 import { vreadInteraction } from './interactions/vread.js';
+import { readSubsetter } from './elements.js';
 import { lastValues } from './query-values.js';
 import { preferredReturn, preferStrict } from './prefer.js';
 import type { FhirRoute, InteractionCall } from './routing.js';
+import type { FhirResponse } from './response.js';
 import type { FhirRequest } from './services.js';
 
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition';
@@ -66,6 +68,24 @@ function compartmentSearch(request: FhirRequest, call: InteractionCall) {
   );
 }
 
+/**
+ * The handler's answer in the representation `_summary` / `_elements` ask for (elements.ts), checked
+ * before it runs. A Binary goes out whole: its content is its representation.
+ */
+function represented(
+  handler: (request: FhirRequest, call: InteractionCall, type: string) => Promise<FhirResponse>,
+  typeOf: (request: FhirRequest, call: InteractionCall) => string,
+) {
+  return async (request: FhirRequest, call: InteractionCall): Promise<FhirResponse> => {
+    const type = typeOf(request, call);
+    const shape = type === 'Binary' ? undefined : readSubsetter(request.services.types, call.query);
+    const response = await handler(request, call, type);
+    if (!shape || response.status !== 200 || response.body === undefined) return response;
+    const text = typeof response.body === 'string' ? response.body : JSON.stringify(response.body);
+    return { ...response, body: shape(text, type) };
+  };
+}
+
 function read(request: FhirRequest, call: InteractionCall) {
   const since = Date.parse(call.header('if-modified-since') ?? '');
   const ifNoneMatch = call.header('if-none-match');
@@ -99,10 +119,10 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     interaction: 'capabilities',
     public: true,
     entry: { kind: 'capabilities', query: 'search' },
-    handler: async (request) => ({
-      status: 200,
-      body: capabilityStatement(request.services, VERSION, FHIR_ROUTES),
-    }),
+    handler: represented(
+      async (request) => ({ status: 200, body: capabilityStatement(request.services, VERSION, FHIR_ROUTES) }),
+      () => 'CapabilityStatement',
+    ),
   },
   {
     name: 'read',
@@ -111,7 +131,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     interaction: 'read',
     reply: 'read',
     entry: { kind: 'read', query: 'search' },
-    handler: read,
+    handler: represented(read, knownType),
   },
   {
     name: 'vread',
@@ -120,8 +140,10 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     interaction: 'vread',
     reply: 'read',
     entry: { kind: 'vread', query: 'search' },
-    handler: async (request, call) =>
-      vreadInteraction(request, knownType(request, call), call.params.id!, call.params.vid!),
+    handler: represented(
+      async (request, call, type) => vreadInteraction(request, type, call.params.id!, call.params.vid!),
+      knownType,
+    ),
   },
   {
     name: 'update',

@@ -6,12 +6,13 @@ import type { ReadBudget, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter, ResourceStore } from '../storage/store.js';
 import type { WritePositions } from '../storage/write-positions.js';
 import type { ReferenceParser } from './references.js';
+import type { ElementDefinitions } from './elements.js';
 import type { FhirResponse } from './response.js';
 import type { FhirRouter } from './routing.js';
 import type { ValidationIssue } from '../validation/validate.js';
 
 /** The R4 knowledge the FHIR layer needs (backed by the compiled definitions, see definitions/). */
-export interface ResourceTypes {
+export interface ResourceTypes extends ElementDefinitions {
   readonly resourceTypes: readonly string[];
   isResourceType(name: string): boolean;
   /** The R4 compartment of resources of type `code`, if R4 defines one. */

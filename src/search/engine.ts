@@ -285,12 +285,12 @@ export class AmbientSearchEngine implements SearchEngine {
       {
         name: '_type',
         type: 'token',
-        documentation: 'The resource types a system search returns (parse.ts), comma-separated',
+        documentation: 'The resource types a system search returns, comma-separated',
       },
       {
         name: '_has',
         type: 'special',
-        documentation: 'Reverse chaining: _has:Type:reference:parameter=value (plan.ts planHas)',
+        documentation: 'Reverse chaining: _has:Type:reference:parameter=value',
       },
     ];
   }

@@ -12,7 +12,7 @@ import type { SqlValue } from '../storage/sql/database.js';
 import type { Dialect } from '../storage/sql/dialect.js';
 import { encodeCursor } from './cursor.js';
 import type { CursorPosition } from './cursor.js';
-import { subsetter } from './elements.js';
+import { subsetter } from '../fhir/elements.js';
 import type { StatementRunner } from './estimate.js';
 import type { SearchRequest } from './parse.js';
 import type { Plan } from './plan.js';

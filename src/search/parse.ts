@@ -6,6 +6,8 @@ import { AppError } from '../errors.js';
 import { parseCount } from '../fhir/query-values.js';
 import { SEARCH_LIMITS } from './cost-limits.js';
 import { splitUnescaped } from './values/escapes.js';
+import { SUMMARY_MODES } from '../fhir/elements.js';
+import type { SummaryMode } from '../fhir/elements.js';
 
 /** A parameter name as written: `code[:modifier]`, a chain `ref[:Type].next`, or `_has:Type:ref:next`. */
 export type ParamKey =
@@ -41,7 +43,6 @@ export interface IncludeDirective {
 }
 
 export type TotalMode = 'none' | 'estimate' | 'accurate';
-export type SummaryMode = 'true' | 'text' | 'data' | 'count' | 'false';
 
 export interface SearchRequest {
   readonly criteria: readonly Criterion[];
@@ -132,7 +133,7 @@ function parseInclude(name: string, value: string): IncludeDirective {
   return { reverse, iterate, sourceType: parts[0], param: parts[1], targetType: parts[2], value };
 }
 
-const SUMMARY: readonly SummaryMode[] = ['true', 'text', 'data', 'count', 'false'];
+const SUMMARY = SUMMARY_MODES;
 const TOTAL: readonly TotalMode[] = ['none', 'estimate', 'accurate'];
 
 /** Parses the decoded name/value pairs of a search, in request order. Throws AppError 400. */

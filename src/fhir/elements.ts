@@ -1,8 +1,17 @@
-// _summary and _elements (https://hl7.org/fhir/R4/search.html#summary, #elements): the only place a
-// search parses and re-serialises resources. Top-level elements are kept or dropped; the result is
-// marked SUBSETTED in meta.tag as the spec asks.
-import type { R4Registry } from '../definitions/registry.js';
-import type { SummaryMode } from './parse.js';
+// _summary and _elements (https://hl7.org/fhir/R4/search.html#summary, #elements), on a search's entries
+// and on a read, a vread or the CapabilityStatement: the only place a resource is parsed and
+// re-serialised for its representation. Top-level elements are kept or dropped; the result is marked
+// SUBSETTED in meta.tag as the spec asks.
+import { AppError } from '../errors.js';
+
+export type SummaryMode = 'true' | 'text' | 'data' | 'count' | 'false';
+export const SUMMARY_MODES: readonly SummaryMode[] = ['true', 'text', 'data', 'count', 'false'];
+
+/** What the subsetting needs of the R4 definitions (the registry has it). */
+export interface ElementDefinitions {
+  type(name: string): { readonly elements: Readonly<Record<string, { readonly min?: number }>> } | undefined;
+  summaryElements(name: string): readonly string[];
+}
 
 const ALWAYS = ['resourceType', 'id', 'meta'];
 // Kept by _summary=true besides the elements the definitions mark isSummary (registry.summaryElements):
@@ -13,7 +22,7 @@ const SUBSETTED = { system: 'http://terminology.hl7.org/CodeSystem/v3-Observatio
 export type Subsetter = (resourceText: string, type: string) => string;
 
 /** Top-level element names (without [x]) that the type requires (min ≥ 1). */
-function mandatory(registry: R4Registry, type: string): string[] {
+function mandatory(registry: ElementDefinitions, type: string): string[] {
   const elements = registry.type(type)?.elements ?? {};
   return Object.entries(elements)
     .filter(([path, rule]) => !path.includes('.') && (rule.min ?? 0) >= 1)
@@ -44,7 +53,7 @@ function subset(resource: Record<string, unknown>, keep: ReadonlySet<string>, dr
 
 /** The function that rewrites each entry for `_summary` / `_elements`, or undefined when resources go out as stored. */
 export function subsetter(
-  registry: R4Registry,
+  registry: ElementDefinitions,
   summary: SummaryMode | undefined,
   elements: readonly string[] | undefined,
 ): Subsetter | undefined {
@@ -63,4 +72,27 @@ export function subsetter(
     default:
       return undefined;
   }
+}
+
+/**
+ * `_summary` and `_elements` of a read, a vread or `metadata` (http.html#read: servers may support them
+ * there as on a search): the subsetter, or undefined when the resource goes out whole. `count` has no
+ * meaning outside a search; an unknown mode, or both parameters, is a 400.
+ */
+export function readSubsetter(registry: ElementDefinitions, query: string): Subsetter | undefined {
+  if (query === '' || (!query.includes('_summary') && !query.includes('_elements'))) return undefined;
+  const params = new URLSearchParams(query);
+  const summary = params.get('_summary') ?? undefined;
+  const elements = params
+    .getAll('_elements')
+    .flatMap((value) => value.split(','))
+    .map((e) => e.trim())
+    .filter(Boolean);
+  if (summary !== undefined && elements.length > 0) {
+    throw new AppError('bad-request', '_summary and _elements cannot be used together');
+  }
+  if (summary !== undefined && (!(SUMMARY_MODES as readonly string[]).includes(summary) || summary === 'count')) {
+    throw new AppError('bad-request', `_summary on a read must be one of true, text, data, false, got "${summary}"`);
+  }
+  return subsetter(registry, summary as SummaryMode | undefined, elements);
 }

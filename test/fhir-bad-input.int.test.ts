@@ -60,6 +60,23 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
   const newPatient = async () => (await send('POST', '/fhir/Patient', { resourceType: 'Patient' })).json().id as string;
   const versionOf = async (id: string) => (await send('GET', `/fhir/Patient/${id}`)).json().meta.versionId;
 
+  it('a body without Content-Type, or with one the route does not take: 415 naming what it takes', async () => {
+    const { 'content-type': _json, ...tokenOnly } = auth;
+    const bare = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/Patient',
+      headers: tokenOnly,
+      payload: Buffer.from(JSON.stringify({ resourceType: 'Patient' })),
+    });
+    expectOutcome(bare, 415, 'takes application/fhir+json (or application/json');
+    expectOutcome(bare, 415, 'sent with no Content-Type');
+    const patch = await send('PATCH', `/fhir/Patient/${await newPatient()}`, '[]', 'text/plain');
+    expectOutcome(patch, 415, 'application/json-patch+json (JSON Patch) or application/fhir+json');
+    expectOutcome(patch, 415, 'Content-Type: text/plain');
+    const search = await send('POST', '/fhir/Patient/_search', 'name=x', 'text/csv');
+    expectOutcome(search, 415, 'takes application/x-www-form-urlencoded');
+  });
+
   it('$validate with a parameter that is not an array of objects: 400 naming Parameters.parameter', async () => {
     for (const parameter of ['x', [null], [1], 5]) {
       const res = await send('POST', '/fhir/Patient/$validate', { resourceType: 'Parameters', parameter });

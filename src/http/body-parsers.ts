@@ -89,6 +89,26 @@ export function registerBodyParsers(app: FastifyInstance): void {
   );
 }
 
+/** What each kind of body is sent as (the route table's `body`, fhir/router.ts). */
+const ACCEPTED: Readonly<Record<string, string>> = {
+  resource: 'application/fhir+json (or application/json; a Binary takes any type)',
+  json: 'application/fhir+json (or application/json)',
+  patch: 'application/json-patch+json (JSON Patch) or application/fhir+json (FHIRPath Patch Parameters)',
+  form: 'application/x-www-form-urlencoded',
+};
+
+/** 415 naming what the route takes and what the request said (or that it said nothing). */
+export function unsupportedMediaType(request: FastifyRequest): AppError {
+  const body = request.routeOptions?.config?.fhirRoute?.body;
+  const sent = request.headers['content-type'];
+  const got = sent ? `Content-Type: ${sent.slice(0, 100)}` : 'no Content-Type';
+  const accepted = body === undefined ? undefined : ACCEPTED[body];
+  return new AppError(
+    'unsupported-media-type',
+    accepted ? `This request takes ${accepted}; it was sent with ${got}` : `Unsupported media type: ${got}`,
+  );
+}
+
 /**
  * The FHIR routes' parsers for raw content (registered inside them, so that the rest of the API keeps
  * its own): any content type on a Binary write is read as it is, up to `bodyLimit` bytes; on every
@@ -97,7 +117,7 @@ export function registerBodyParsers(app: FastifyInstance): void {
 export function registerRawContentParsers(app: FastifyInstance, bodyLimit: number): void {
   app.addContentTypeParser('*', (request: FastifyRequest, payload: Readable, done: Done) => {
     if (!isBinaryContentWrite(request)) {
-      return done(new AppError('unsupported-media-type', 'Unsupported Content-Type: send application/fhir+json'));
+      return done(unsupportedMediaType(request));
     }
     try {
       assertUnencoded(request);

@@ -2,17 +2,18 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, operationOutcomeFor } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import { DatabaseUnavailableError } from '../storage/sql/database.js';
+import { unsupportedMediaType } from './body-parsers.js';
 
 /** Seconds a client is asked to wait after a 503 for a lost database connection (a failover takes a few). */
 const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 /** Fastify's own errors (body parsing, limits, routing) as catalog errors. */
-function fromFastifyError(error: FastifyError): AppError {
+function fromFastifyError(error: FastifyError, request: FastifyRequest): AppError {
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new AppError('payload-too-large', 'The request body is larger than the server accepts');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError('unsupported-media-type', 'Unsupported Content-Type: send application/fhir+json');
+      return unsupportedMediaType(request);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new AppError('invalid-json', 'The request body is not valid JSON');
@@ -67,7 +68,7 @@ export function errorHandler(error: unknown, request: FastifyRequest, reply: Fas
             headers: { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) },
           })
         : labelled
-          ? fromFastifyError(error as FastifyError)
+          ? fromFastifyError(error as FastifyError, request)
           : new AppError('internal', 'Internal server error');
   if (appError.code === 'database-unavailable') request.log.warn({ err: error }, 'database unavailable');
   else if (appError.status >= 500) request.log.error({ err: error }, 'request failed');

@@ -122,7 +122,7 @@ export class BearerAuthenticator implements Authenticator {
     try {
       token = await tokens.verify(match[1], stateVersion);
     } catch (error) {
-      if (error instanceof TokenRefused) throw this.refuse(request, error.reason);
+      if (error instanceof TokenRefused) throw this.refuse(request, error.reason, undefined, error.detail);
       throw error;
     }
 
@@ -206,7 +206,7 @@ export class BearerAuthenticator implements Authenticator {
     reply.headers(headers);
   }
 
-  private refuse(request: FastifyRequest, reason: RefusalReason, token?: VerifiedToken): AppError {
+  private refuse(request: FastifyRequest, reason: RefusalReason, token?: VerifiedToken, detail?: string): AppError {
     this.parts.audit.event(
       'warn',
       'auth.refused',
@@ -214,7 +214,7 @@ export class BearerAuthenticator implements Authenticator {
       { outcome: 'refused', status: 401, reason, ...(token ? { account_id: token.accountId, jti: token.jti } : {}) },
       'bearer token refused',
     );
-    return new AppError('unauthenticated', MESSAGES[reason] ?? 'The access token is not valid', {
+    return new AppError('unauthenticated', detail ?? MESSAGES[reason] ?? 'The access token is not valid', {
       headers: { 'WWW-Authenticate': WWW_AUTHENTICATE },
     });
   }

@@ -19,6 +19,7 @@ import {
   AssertionRefused,
   CLIENT_ASSERTION_TYPE,
   CLIENT_CREDENTIALS_TOKEN_TTL_SECONDS,
+  MAX_ASSERTION_LIFETIME_SECONDS,
   MAX_ASSERTION_LENGTH,
   verifyClientAssertion,
 } from './client-assertion.js';
@@ -75,6 +76,26 @@ type Credentials = NonNullable<Awaited<ReturnType<AccountStore['findCredentials'
 const INVALID_CLIENT = 'The client assertion was refused, or the account may not use the API';
 
 /**
+ * What a client whose assertion was signed by one of the account's registered keys is told about why it
+ * was refused anyway: it has proved it holds the key, so naming the claim tells no one else anything.
+ * Every failure before the signature is verified (no such account, no keys, an unknown key, a bad
+ * signature) keeps the one answer, so that none of them tells whether an account exists.
+ */
+function assertionRefusal(parts: TokenEndpointParts, reason: FailureReason): string {
+  const told: Partial<Record<FailureReason, string>> = {
+    'wrong-audience': `its aud must be this server's token endpoint, ${parts.tokenUrl}`,
+    expired: 'it has expired (exp is past)',
+    'exp-too-far': `its exp is more than ${MAX_ASSERTION_LIFETIME_SECONDS} seconds ahead`,
+    'bad-claims': 'a claim it needs (iss, sub, aud, exp, jti) is missing or malformed',
+    'replayed-jti': 'its jti was used before: sign a new assertion, with a new jti, for each token request',
+    inactive: 'the account is inactive',
+    'no-api-access': 'the account may not use the API',
+  };
+  const reasonTold = told[reason];
+  return reasonTold ? `The client assertion was refused: ${reasonTold}` : INVALID_CLIENT;
+}
+
+/**
  * Query parameters that carry secrets (RFC 6749 §2.3.1, RFC 7523): a client that puts one in the URL has
  * leaked it to every proxy and access log on the way, so the request is refused rather than served.
  */
@@ -112,7 +133,9 @@ async function beforeBody(audit: AuditLog, request: FastifyRequest): Promise<voi
     );
     throw new AppError(
       'https-required',
-      'Credentials must be sent over HTTPS: the token endpoint refuses plain HTTP from addresses other than loopback',
+      'Credentials must be sent over HTTPS: the token endpoint refuses plain HTTP from addresses other than loopback. ' +
+        'Serve HTTPS (TLS_CERT_FILE and TLS_KEY_FILE), call from this machine (loopback), or put a TLS proxy in front ' +
+        'and name it in AMBIENT_TRUST_PROXY',
     );
   }
   const contentType = (request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
@@ -212,8 +235,8 @@ interface Attempt {
   readonly grantType: GrantType;
   /** The grant's own verification: the reason it fails, or undefined when it passes. */
   readonly check: (found: Credentials | undefined) => Promise<FailureReason | undefined>;
-  /** The one error every failure answers with, whatever its cause. */
-  readonly refusal: () => AppError;
+  /** The error a failure answers with: one for every cause, unless the cause may be told (below). */
+  readonly refusal: (reason: FailureReason) => AppError;
 }
 
 /**
@@ -227,7 +250,7 @@ async function authenticate(parts: TokenEndpointParts, request: FastifyRequest, 
   const failure = await attempt.check(found);
   if (failure || !found) {
     await refuse(parts, request, reservation, failure ?? 'unknown-user', named, attempt.grantType);
-    throw attempt.refusal();
+    throw attempt.refusal(failure ?? 'unknown-user');
   }
   await parts.guard.succeeded(reservation);
   return found.account;
@@ -410,7 +433,7 @@ async function clientCredentialsGrant(
     username,
     grantType: 'client_credentials',
     check: (found) => assertionFailure(parts, found, { assertion, clientId, clientIdField, username }),
-    refusal: () => new AppError('invalid-client', INVALID_CLIENT),
+    refusal: (reason) => new AppError('invalid-client', assertionRefusal(parts, reason)),
   });
   return grant(parts, request, account, requested, 'client_credentials');
 }

@@ -6,7 +6,7 @@
 // until they expire: a repeated token costs one Map lookup, plus a check that its key was not retired
 // since. The account behind a token is checked on every request elsewhere (authenticator.ts).
 import { randomUUID } from 'node:crypto';
-import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { decodeJwt, errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { JWTHeaderParameters } from 'jose';
 import { ScopeSet } from './scopes.js';
 import { SIGNING_ALGORITHM } from './signing-keys.js';
@@ -40,7 +40,11 @@ export interface IssuedToken {
 export type TokenFailure = 'expired' | 'bad-signature' | 'unknown-kid' | 'bad-algorithm' | 'malformed' | 'bad-claims';
 
 export class TokenRefused extends Error {
-  constructor(readonly reason: TokenFailure) {
+  /** @param detail what the client should be told, where the reason alone does not say what to do */
+  constructor(
+    readonly reason: TokenFailure,
+    readonly detail?: string,
+  ) {
     super(`token refused: ${reason}`);
   }
 }
@@ -115,7 +119,10 @@ export class TokenService {
       await this.keys.sync(version);
       if (this.keys.has(cached.kid)) return cached;
       this.cache.delete(token);
-      throw new TokenRefused('unknown-kid');
+      throw new TokenRefused(
+        'unknown-kid',
+        'The access token was signed with a key this server has retired: request a new one',
+      );
     }
     const verified = await this.verifySignature(token, version);
     if (verified.exp <= nowSeconds) throw new TokenRefused('expired');
@@ -171,14 +178,36 @@ export class TokenService {
         generation: generation as number | undefined,
       };
     } catch (error) {
+      if (unknownKid) throw new TokenRefused('unknown-kid', this.foreignTokenDetail(token));
       if (error instanceof TokenRefused) throw error;
-      if (unknownKid) throw new TokenRefused('unknown-kid');
       if (error instanceof joseErrors.JWTExpired) throw new TokenRefused('expired');
+      if (error instanceof joseErrors.JWTClaimValidationFailed && (error.claim === 'iss' || error.claim === 'aud')) {
+        throw new TokenRefused('bad-claims', this.foreignTokenDetail(token));
+      }
       if (error instanceof joseErrors.JWSSignatureVerificationFailed) throw new TokenRefused('bad-signature');
       if (error instanceof joseErrors.JOSEAlgNotAllowed) throw new TokenRefused('bad-algorithm');
       if (error instanceof joseErrors.JWTClaimValidationFailed) throw new TokenRefused('bad-claims');
       throw new TokenRefused('malformed');
     }
+  }
+
+  /**
+   * Why a token that another server (or this one under another public URL) issued is refused, naming the
+   * issuer and audience it carries (unverified, cut short: they are no secret) and the ones expected.
+   */
+  private foreignTokenDetail(token: string): string {
+    let claims: { iss?: unknown; aud?: unknown } = {};
+    try {
+      claims = decodeJwt(token);
+    } catch {
+      // Not even a JWT: say only what is expected.
+    }
+    const shown = (value: unknown) => JSON.stringify(value ?? null).slice(0, 200);
+    return (
+      `The access token was not issued by this server: it names issuer ${shown(claims.iss)} and audience ` +
+      `${shown(claims.aud)}, this server issues tokens as ${JSON.stringify(this.options.issuer)} for audience ` +
+      `${JSON.stringify(this.options.audience)} (AMBIENT_PUBLIC_URL): request one from this server's token endpoint`
+    );
   }
 
   /** Drops expired entries; if the cache is still full, drops the oldest half. */

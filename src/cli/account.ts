@@ -2,12 +2,11 @@
 // shell around auth/accounts.ts: parse arguments, open DATABASE_URL, call the store, print JSON.
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
-import type { ParseArgsConfig } from 'node:util';
 import { AccountStore, accountJson } from '../auth/accounts.js';
 import type { AccountChanges } from '../auth/accounts.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
+import { parseCommandArgs } from './arguments.js';
 import type { CliIo, Command } from './command.js';
 import { processIo, StartupError, UsageError } from './command.js';
 import { oneLine } from './failures.js';
@@ -92,14 +91,6 @@ sees the change on its next request. Prints the account as JSON (never the passw
 Exit codes: 0 done, 1 refused (e.g. an unknown username), 2 wrong usage.`,
 };
 
-function parse(args: string[], options: NonNullable<ParseArgsConfig['options']>) {
-  try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-}
-
 function oneUsername(positionals: string[], verb: string): string {
   if (positionals.length !== 1) throw new UsageError(`account ${verb} takes exactly one username`);
   return positionals[0];
@@ -160,7 +151,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
         const store = (db: SqlDatabase) => new AccountStore(db, { isResourceType: resourceTypeCheck() });
         switch (verb) {
           case 'create': {
-            const { values, positionals } = parse(rest, {
+            const { values, positionals } = parseCommandArgs(rest, {
               'password-stdin': { type: 'boolean' },
               scopes: { type: 'string' },
               'rate-limit': { type: 'string' },
@@ -197,7 +188,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
             return;
           }
           case 'update': {
-            const { values, positionals } = parse(rest, {
+            const { values, positionals } = parseCommandArgs(rest, {
               active: { type: 'string' },
               'api-access': { type: 'string' },
               scopes: { type: 'string' },
@@ -221,7 +212,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
             return;
           }
           case 'list': {
-            const { positionals } = parse(rest, {});
+            const { positionals } = parseCommandArgs(rest, {});
             if (positionals.length > 0) throw new UsageError('account list takes no arguments');
             const accounts = await withDatabase(io, (db) => store(db).list());
             printJson(io, accounts.map(accountJson));
@@ -231,7 +222,7 @@ export function createAccountCommand(io: CliIo = processIo()): Command {
           case 'delete':
           case 'revoke-tokens':
           case 'unlock': {
-            const { positionals } = parse(rest, {});
+            const { positionals } = parseCommandArgs(rest, {});
             const username = oneUsername(positionals, verb);
             const account = await withDatabase(io, (db) => {
               const accounts = store(db);

@@ -1,5 +1,5 @@
 // `ambient-fhir import <files or folders>`: load Bundles and NDJSON (plain or gzipped) into DATABASE_URL.
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './arguments.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { createFhirServices } from '../services.js';
 import { refreshSearchStatistics } from '../search/engine.js';
@@ -67,7 +67,7 @@ export function createImportCommand(io: CliIo = processIo()): Command {
       if (answered !== undefined) return answered;
       let parsed;
       try {
-        parsed = parseArgs({ args, options: { 'progress-every': { type: 'string' } }, allowPositionals: true });
+        parsed = parseCommandArgs(args, { 'progress-every': { type: 'string' } });
       } catch (error) {
         return usageError(io, HELP, (error as Error).message);
       }

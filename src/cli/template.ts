@@ -2,11 +2,10 @@
 // around scribe/templates.ts: parse arguments, open DATABASE_URL, call the store, print JSON. A running
 // server sees a change on its next request.
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
-import type { ParseArgsConfig } from 'node:util';
 import { DEFAULT_DOCUMENT_TYPE, TemplateStore, templateJson } from '../scribe/templates.js';
 import type { DocumentType, TemplateChanges, TemplateDefinition, TemplateSection } from '../scribe/templates.js';
 import { printJson, runAdmin } from './account.js';
+import { parseCommandArgs } from './arguments.js';
 import type { CliIo, Command } from './command.js';
 import { processIo, UsageError } from './command.js';
 import { withDatabase } from './startup.js';
@@ -37,14 +36,6 @@ create --json <file|->`,
   about: `Works on the database named by DATABASE_URL; a running server sees the change on its next request.
 Prints the template as JSON. Exit codes: 0 done, 1 refused (e.g. an unknown id), 2 wrong usage.`,
 };
-
-function parse(args: string[], options: NonNullable<ParseArgsConfig['options']>) {
-  try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-}
 
 function oneId(positionals: string[], verb: string): number {
   if (positionals.length !== 1) throw new UsageError(`template ${verb} takes exactly one template id`);
@@ -151,20 +142,20 @@ export function createTemplateCommand(io: CliIo = processIo()): Command {
       return runAdmin(io, HELP, verb, async () => {
         switch (verb) {
           case 'list': {
-            const { positionals } = parse(rest, {});
+            const { positionals } = parseCommandArgs(rest, {});
             if (positionals.length > 0) throw new UsageError('template list takes no arguments');
             printJson(io, (await withDatabase(io, (db) => new TemplateStore(db).list())).map(templateJson));
             return;
           }
           case 'show': {
-            const id = oneId(parse(rest, {}).positionals, 'show');
+            const id = oneId(parseCommandArgs(rest, {}).positionals, 'show');
             const template = await withDatabase(io, (db) => new TemplateStore(db).get(id));
             if (!template) throw new Error(`No template with id ${id}`);
             printJson(io, templateJson(template));
             return;
           }
           case 'create': {
-            const { values, positionals } = parse(rest, TEMPLATE_OPTIONS);
+            const { values, positionals } = parseCommandArgs(rest, TEMPLATE_OPTIONS);
             if (positionals.length > 0) throw new UsageError('template create takes no positional arguments');
             const changes = await changesFromOptions(io, values as TemplateOptionValues);
             if (changes.name === undefined) throw new UsageError('template create needs --name (or a name in --json)');
@@ -181,7 +172,7 @@ export function createTemplateCommand(io: CliIo = processIo()): Command {
             return;
           }
           case 'update': {
-            const { values, positionals } = parse(rest, TEMPLATE_OPTIONS);
+            const { values, positionals } = parseCommandArgs(rest, TEMPLATE_OPTIONS);
             const id = oneId(positionals, 'update');
             const changes = await changesFromOptions(io, values as TemplateOptionValues);
             if (Object.keys(changes).length === 0) throw new UsageError('template update: name at least one change');
@@ -189,7 +180,7 @@ export function createTemplateCommand(io: CliIo = processIo()): Command {
             return;
           }
           case 'reset': {
-            const id = oneId(parse(rest, {}).positionals, 'reset');
+            const id = oneId(parseCommandArgs(rest, {}).positionals, 'reset');
             printJson(io, templateJson(await withDatabase(io, (db) => new TemplateStore(db).reset(id))));
             return;
           }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 /**
  * node's arguments for the server as `npm start` runs it (package.json), so that every benchmark measures
- * the server with the node flags it ships with (the young generation's size: README, "Memory");
+ * the server with the node flags it ships with (the young generation's size: docs/deploy.md, "Node and memory");
  * `extra` follows `serve`.
  */
 export function serveArgs(root, extra = []) {

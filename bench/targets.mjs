@@ -1,5 +1,5 @@
 // The write-speed targets (issue 13) as `npm run bench` checks them: every comparison phase against
-// Medplum's numbers from the live side-by-side run (the table in the team's bench/README.md), put on this
+// Medplum's numbers from the live side-by-side run (MEDPLUM_LIVE below), put on this
 // machine's scale with the calibration line of the same run, and the import and memory targets.
 //
 // Machines of our kind differ by 2x and more in speed, so a number from another machine is scaled by

@@ -25,7 +25,7 @@ module), for more than one core; they share everything through the database, so 
 PostgreSQL (DATABASE_URL=postgres://...). Without REDIS_URL their rate limits and lockouts are counted
 together in the parent process; with it, across hosts. A process that dies is replaced.
 
-Configured by the environment (README "Configuration"): HOST, PORT, DATABASE_URL, AMBIENT_PUBLIC_URL,
+Configured by the environment (docs/configuration.md): HOST, PORT, DATABASE_URL, AMBIENT_PUBLIC_URL,
 TLS_CERT_FILE and TLS_KEY_FILE, REDIS_URL, LOG_LEVEL and the AMBIENT_* settings. Logs are JSON lines on
 stdout. A start-up failure (an invalid setting, an unreachable database or Redis, a port in use,
 unreadable TLS files) prints one line on stderr and exits 1.`,

@@ -1,4 +1,4 @@
-// The cost limits of one search (README "Limits", docs/security.md), checked before anything runs so
+// The cost limits of one search (docs/search.md "Limits", docs/security.md), checked before anything runs so
 // that no search can ask for unbounded work: counts the parser sees (parse.ts) and joins the plan makes
 // (checkCost). Beyond one: 422 with issue type `too-costly` (docs/api.md), naming the limit. A search
 // within them can still be slow on a large database; the time budget (AMBIENT_SEARCH_TIMEOUT_MS)

@@ -62,7 +62,7 @@ export interface SearchRequest {
 }
 
 /**
- * Limits the parser holds a search to (cost-limits.ts: SEARCH_LIMITS, documented in the README). Counts
+ * Limits the parser holds a search to (cost-limits.ts: SEARCH_LIMITS, documented in docs/search.md). Counts
  * beyond them are refused as too costly (422); a name over `nameLength` is malformed (400).
  */
 export const LIMITS = {

@@ -30,7 +30,7 @@ interface Group {
   search_definitions: Record<string, SearchDefinition>;
 }
 
-/** Parameters US Core 6.1.0 adds to R4 (README: not supported by an R4 server). */
+/** Parameters US Core 6.1.0 adds to R4 (docs/search.md "Not supported": not supported by an R4 server). */
 export const US_CORE_ONLY = [
   'Condition.asserted-date',
   'Encounter.discharge-disposition',

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import { AccountStore } from './auth/accounts.js';
 import { createAuthModule } from './auth/auth-module.js';
 import type { AuthModule } from './auth/principal.js';
 import type { Config } from './config.js';
@@ -10,6 +11,13 @@ import { loadR4Definitions } from './definitions/registry.js';
 import type { Logger } from './logger.js';
 import { migrate } from './storage/migrate.js';
 import { openDatabase } from './storage/open-database.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The accounts the database held at start-up (serve's start-up line). */
+    accountCount?: number;
+  }
+}
 
 export async function assembleApp(config: Config, logger?: Logger): Promise<FastifyInstance> {
   const definitions = loadR4Definitions();
@@ -24,7 +32,10 @@ export async function assembleApp(config: Config, logger?: Logger): Promise<Fast
         ? { cert: readFileSync(config.tlsCertFile), key: readFileSync(config.tlsKeyFile) }
         : undefined;
     auth = await createAuthModule(config, db, logger);
-    return await buildApp({ config, db, definitions, auth, logger, https });
+    const accountCount = await new AccountStore(db).count();
+    const app = await buildApp({ config, db, definitions, auth, logger, https });
+    app.decorate('accountCount', accountCount);
+    return app;
   } catch (error) {
     await auth?.close().catch(() => undefined);
     await db.close().catch(() => undefined);

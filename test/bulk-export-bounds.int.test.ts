@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/storage/open-database.js';
-import { sqliteFileName } from '../src/storage/sqlite/sqlite-database.js';
+import { sqliteFileName } from '../src/storage/database-url.js';
 import { BulkClient, pathOf } from './support/bulk-export-client.js';
 import type { Manifest } from './support/bulk-export-client.js';
 import { BACKENDS } from './support/databases.js';

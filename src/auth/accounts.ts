@@ -278,6 +278,11 @@ export class AccountStore {
     return rows.map(toAccount);
   }
 
+  async count(): Promise<number> {
+    const [row] = await this.db.query<{ n: number | string }>('SELECT COUNT(*) AS n FROM account');
+    return Number(row?.n ?? 0);
+  }
+
   async findByUsername(username: string): Promise<Account | undefined> {
     const rows = await this.db.query<AccountRow>(`SELECT ${COLUMNS} FROM account WHERE username = ?`, [
       normalizeUsername(username),

@@ -8,6 +8,7 @@ import type { CliIo, Command } from './command.js';
 import { processIo, StartupError } from './command.js';
 import { databaseFailure, isDatabaseAccessError, listenFailure, oneLine, reason, tlsFailure } from './failures.js';
 import { loadCliConfig } from './startup.js';
+import { databaseLabel } from '../storage/database-url.js';
 import { DatabaseUnavailableError } from '../storage/sql/database.js';
 import { SHUTDOWN_MESSAGE, superviseWorkers } from './cluster.js';
 import { limitHeapGrowth } from './heap.js';
@@ -136,6 +137,8 @@ export function createServeCommand(io: CliIo = processIo()): Command {
       // Loaded here, not with the CLI: the other commands (import, account...) and a cluster's primary
       // never need the server's modules, which took 0.2 s of every command's start.
       const { assembleApp } = await import('../assemble.js');
+      // Before it is opened: opening a SQLite file that is not there creates it, empty.
+      const database = databaseLabel(config.databaseUrl);
       let app: FastifyInstance;
       try {
         app = await assembleApp(config, logger);
@@ -149,9 +152,20 @@ export function createServeCommand(io: CliIo = processIo()): Command {
         await app.close().catch(() => undefined);
         throw listenFailure(config.host, config.port, error);
       }
+      const accounts = app.accountCount ?? 0;
       app.log.info(
-        { address, url: config.publicUrl, database: redactUrl(config.databaseUrl), tls: Boolean(config.tlsCertFile) },
-        'ambient-fhir listening',
+        {
+          address,
+          url: config.publicUrl,
+          database: database.label,
+          ...(database.new ? { database_created: true } : {}),
+          accounts,
+          tls: Boolean(config.tlsCertFile),
+        },
+        accounts > 0
+          ? 'ambient-fhir listening'
+          : 'ambient-fhir listening; the database holds no account yet: create one with ' +
+              '`ambient-fhir account create <username> --password-stdin` (the password on standard input)',
       );
       shutDownOn(app);
       // The server runs until a signal closes it.

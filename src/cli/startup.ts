@@ -3,6 +3,7 @@
 import type { Config, ConfigOptions } from '../config.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { migrate } from '../storage/migrate.js';
+import { databaseLabel } from '../storage/database-url.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import type { CliIo } from './command.js';
@@ -35,11 +36,19 @@ export async function openCliDatabase(
   }
 }
 
-/** Opens (and migrates) the database DATABASE_URL names, runs fn, and closes it. */
+/**
+ * Opens (and migrates) the database DATABASE_URL names, runs fn, and closes it; names the database on
+ * standard error (standard output stays the command's JSON), so that a command run from another
+ * directory, or with a mistyped DATABASE_URL, says where it worked.
+ */
 export async function withDatabase<T>(io: CliIo, fn: (db: SqlDatabase) => Promise<T>): Promise<T> {
-  const db = await openCliDatabase(loadCliConfig(io));
+  const config = loadCliConfig(io);
+  const { label, new: created } = databaseLabel(config.databaseUrl);
+  const db = await openCliDatabase(config);
   try {
-    return await fn(db);
+    const result = await fn(db);
+    io.stderr.write(`database: ${label}${created ? ' (created now: there was none at this path)' : ''}\n`);
+    return result;
   } finally {
     await db.close();
   }

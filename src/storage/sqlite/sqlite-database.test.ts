@@ -11,7 +11,8 @@ import { LinkWriter } from '../link-writer.js';
 import { migrate } from '../migrate.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { SqlResourceStore } from '../sql-resource-store.js';
-import { SqliteDatabase, sqliteFileName } from './sqlite-database.js';
+import { sqliteFileName } from '../database-url.js';
+import { SqliteDatabase } from './sqlite-database.js';
 
 describe('SqliteDatabase group commit', () => {
   let testDb: TestDatabase;

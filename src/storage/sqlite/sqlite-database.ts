@@ -13,13 +13,7 @@ import { preparedStatementBytes, statementCache } from './statement-cache.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
 import { WriterWatchdog } from './writer-watchdog.js';
-
-/** `sqlite:./data/ambient.db`, `sqlite:///abs/path.db` or `sqlite::memory:` → the file name better-sqlite3 opens. */
-export function sqliteFileName(databaseUrl: string): string {
-  const rest = databaseUrl.replace(/^sqlite:/, '');
-  if (rest === ':memory:') return ':memory:';
-  return rest.startsWith('//') ? rest.slice(2) : rest;
-}
+import { sqliteFileName } from '../database-url.js';
 
 function open(fileName: string): SqliteConnection {
   if (fileName !== ':memory:') mkdirSync(dirname(fileName), { recursive: true });

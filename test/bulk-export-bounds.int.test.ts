@@ -233,7 +233,8 @@ describe.each(BACKENDS)('export storage on %s', (backend) => {
 
 describe.each(BACKENDS)('export downloads on %s', (backend) => {
   // Long enough to open 40 sockets on a loaded machine before the first is dropped.
-  const IDLE_MS = 8000;
+  // Long enough that all 40 paused readers are open before the first is dropped, on a loaded machine too.
+  const IDLE_MS = 15_000;
   let t: TestApp;
   let token: string;
   let fileUrl: string;

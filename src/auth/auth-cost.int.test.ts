@@ -10,6 +10,7 @@ import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import { bearer } from '../../test/support/fhir-client.js';
 import type { TestDatabase } from '../../test/support/databases.js';
 import { createAuthModule } from './auth-module.js';
 
@@ -44,7 +45,7 @@ describe.each(BACKENDS)('statements of the bearer check on %s', (backend) => {
   const reply = { headers: () => reply, header: () => reply } as unknown as FastifyReply;
   const requestWith = (token: string) =>
     ({
-      headers: { authorization: `Bearer ${token}` },
+      headers: bearer(token),
       ip: '127.0.0.1',
       method: 'GET',
       url: '/fhir/Patient/x',

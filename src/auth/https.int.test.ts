@@ -15,6 +15,7 @@ import { openDatabase } from '../storage/open-database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { sqliteTestDatabase } from '../../test/support/databases.js';
 import type { TestDatabase } from '../../test/support/databases.js';
+import { bearer } from '../../test/support/fhir-client.js';
 import { AccountStore } from './accounts.js';
 
 interface HttpsResponse {
@@ -107,7 +108,7 @@ describe('HTTPS', () => {
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     const token = (JSON.parse(res.body) as { access_token: string; token_type: string }).access_token;
-    const read = await call('GET', `/fhir/Patient/${randomUUID()}`, { authorization: `Bearer ${token}` });
+    const read = await call('GET', `/fhir/Patient/${randomUUID()}`, bearer(token));
     expect(read.status).toBe(404);
     expect(read.headers['strict-transport-security']).toBeDefined();
   });

@@ -6,12 +6,12 @@ import type { FastifyInstance } from 'fastify';
 import { importJWK, SignJWT } from 'jose';
 import type { JWK } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { BACKENDS } from '../../test/support/databases.js';
-import { fhirClient, passwordToken } from '../../test/support/fhir-client.js';
-import { startTestApp } from '../../test/support/test-app.js';
-import type { TestApp } from '../../test/support/test-app.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { Account } from './accounts.js';
+import { BACKENDS } from './support/databases.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { Account } from '../src/auth/accounts.js';
 
 /** A quarter past a whole second: every step of a test happens inside this one second. */
 const FROZEN_AT = Date.UTC(2031, 0, 1, 12, 0, 0, 250);

@@ -4,16 +4,16 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, sqliteTestDatabase, testDatabase } from '../../test/support/databases.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { fhirClient } from '../../test/support/fhir-client.js';
-import { tokenRequest } from '../../test/support/token-requests.js';
-import { redisTestUrl } from '../../test/support/provided.js';
-import { AccountStore } from './accounts.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { BACKENDS, sqliteTestDatabase, testDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { fhirClient } from './support/fhir-client.js';
+import { tokenRequest } from './support/token-requests.js';
+import { redisTestUrl } from './support/provided.js';
+import { AccountStore } from '../src/auth/accounts.js';
 
 const REDIS_URL = redisTestUrl();
 

@@ -7,22 +7,22 @@ import type { FastifyInstance } from 'fastify';
 import { decodeJwt, decodeProtectedHeader, importJWK, SignJWT } from 'jose';
 import type { JWK, JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../../test/support/databases.js';
-import { fhirClient, passwordToken, TOKEN_PATH } from '../../test/support/fhir-client.js';
-import type { Reply } from '../../test/support/fhir-client.js';
-import { freshLoopback, LogCapture, tokenRequest } from '../../test/support/token-requests.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { AccountStore } from './accounts.js';
-import type { Account, NewAccount } from './accounts.js';
-import { addSigningKey, retireSigningKey } from './signing-keys.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import { fhirClient, passwordToken, TOKEN_PATH } from './support/fhir-client.js';
+import type { Reply } from './support/fhir-client.js';
+import { freshLoopback, LogCapture, tokenRequest } from './support/token-requests.js';
+import type { TestDatabase } from './support/databases.js';
+import { AccountStore } from '../src/auth/accounts.js';
+import type { Account, NewAccount } from '../src/auth/accounts.js';
+import { addSigningKey, retireSigningKey } from '../src/auth/signing-keys.js';
 
 const PUBLIC_URL = 'http://fhir.test:8080';
 
-describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
+describe.each(BACKENDS)('lockouts, token ends, proxies and Bundle costs against an attacker on %s', (backend) => {
   let database: TestDatabase;
   let admin: SqlDatabase;
   let accounts: AccountStore;
@@ -77,7 +77,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     await database?.dispose();
   });
 
-  describe('1. the lockout counts attempts before the password is checked', () => {
+  describe('the lockout counts attempts before the password is checked', () => {
     it('a burst of simultaneous wrong passwords gets at most the threshold of 401s; a right one in it gets 429', async () => {
       const { account, password } = await newAccount();
       const remoteAddress = freshLoopback();
@@ -97,7 +97,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('2. a lockout is no switch for attackers', () => {
+  describe('a lockout is no switch for attackers', () => {
     it('failures from one address lock only (username, that address)', async () => {
       const { account, password } = await newAccount();
       const attacker = freshLoopback();
@@ -169,7 +169,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('3. tokens end when they should', () => {
+  describe('tokens end when they should', () => {
     let account: Account;
     let password: string;
     let token: string;
@@ -273,7 +273,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('4. only named proxies are believed', () => {
+  describe('only named proxies are believed', () => {
     let proxied: FastifyInstance;
     const proxyLog = new LogCapture();
 
@@ -331,7 +331,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('5. the token endpoint leaks nothing', () => {
+  describe('the token endpoint leaks nothing', () => {
     it.each(['username', 'password', 'client_secret', 'client_assertion'])(
       'refuses %s in the query string with 400 invalid_request, and never logs the query',
       async (name) => {
@@ -389,7 +389,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('6. a Bundle costs one point per entry', () => {
+  describe('a Bundle costs one point per entry', () => {
     const bundle = (type: 'batch' | 'transaction', family: string, entries: number) => ({
       resourceType: 'Bundle',
       type,

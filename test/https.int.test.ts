@@ -9,14 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { sqliteTestDatabase } from '../../test/support/databases.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { bearer } from '../../test/support/fhir-client.js';
-import { AccountStore } from './accounts.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { sqliteTestDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { bearer } from './support/fhir-client.js';
+import { AccountStore } from '../src/auth/accounts.js';
 
 interface HttpsResponse {
   status: number;

@@ -11,15 +11,15 @@ import { decodeJwt, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import type { CryptoKey, JWK } from 'jose';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../../test/support/databases.js';
-import { fhirClient, TOKEN_PATH } from '../../test/support/fhir-client.js';
-import type { Reply } from '../../test/support/fhir-client.js';
-import { freshLoopback, tokenRequest } from '../../test/support/token-requests.js';
-import { startTestApp, TEST_PUBLIC_URL } from '../../test/support/test-app.js';
-import type { TestApp } from '../../test/support/test-app.js';
-import { assembleApp } from '../assemble.js';
-import { createAccountCommand } from '../cli/account.js';
-import { CLIENT_ASSERTION_TYPE } from './client-assertion.js';
+import { BACKENDS } from './support/databases.js';
+import { fhirClient, TOKEN_PATH } from './support/fhir-client.js';
+import type { Reply } from './support/fhir-client.js';
+import { freshLoopback, tokenRequest } from './support/token-requests.js';
+import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+import { assembleApp } from '../src/assemble.js';
+import { createAccountCommand } from '../src/cli/account.js';
+import { CLIENT_ASSERTION_TYPE } from '../src/auth/client-assertion.js';
 
 const TOKEN_URL = `${TEST_PUBLIC_URL}${TOKEN_PATH}`;
 

@@ -56,19 +56,18 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
   const versionOf = async (id: string) => (await fhir.get(`/fhir/Patient/${id}`)).json().meta.versionId;
 
   it('a body without Content-Type, or with one the route does not take: 415 naming what it takes', async () => {
-    const { 'content-type': _json, ...tokenOnly } = auth;
     const bare = await t.app.inject({
       method: 'POST',
       url: '/fhir/Patient',
-      headers: tokenOnly,
+      headers: fhir.auth,
       payload: Buffer.from(JSON.stringify({ resourceType: 'Patient' })),
     });
     expectOutcome(bare, 415, 'takes application/fhir+json (or application/json');
     expectOutcome(bare, 415, 'sent with no Content-Type');
-    const patch = await send('PATCH', `/fhir/Patient/${await newPatient()}`, '[]', 'text/plain');
+    const patch = await fhir.patch(`/fhir/Patient/${await newPatient()}`, '[]', { 'content-type': 'text/plain' });
     expectOutcome(patch, 415, 'application/json-patch+json (JSON Patch) or application/fhir+json');
     expectOutcome(patch, 415, 'Content-Type: text/plain');
-    const search = await send('POST', '/fhir/Patient/_search', 'name=x', 'text/csv');
+    const search = await fhir.post('/fhir/Patient/_search', 'name=x', { 'content-type': 'text/csv' });
     expectOutcome(search, 415, 'takes application/x-www-form-urlencoded');
   });
 

@@ -87,16 +87,14 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
     const value = randomUUID();
     const id = (await create(patientWith(value))).json().id;
     const patch = (v: string, operations: unknown[], headers: Record<string, string> = {}) =>
-      t.app.inject({
-        method: 'PATCH',
-        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`,
-        headers: { ...auth, 'content-type': 'application/json-patch+json', ...headers },
-        payload: JSON.stringify(operations),
+      fhir.patch(`/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`, operations, {
+        'content-type': 'application/json-patch+json',
+        ...headers,
       });
     const patched = await patch(value, [{ op: 'add', path: '/gender', value: 'female' }]);
     expect(patched.statusCode, patched.body).toBe(200);
     expect(patched.json()).toMatchObject({ id, gender: 'female', meta: { versionId: '2' } });
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().gender).toBe('female');
     const stale = await patch(value, [{ op: 'replace', path: '/gender', value: 'male' }], { 'if-match': 'W/"1"' });
     expect(stale.statusCode).toBe(412);
@@ -114,42 +112,34 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
     const value = randomUUID();
     const id = (await create(patientWith(value))).json().id;
     const operations = [{ op: 'add', path: '/birthDate', value: '1970-01-01' }];
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: auth,
-      payload: JSON.stringify({
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          {
-            resource: {
-              resourceType: 'Binary',
-              contentType: 'application/json-patch+json',
-              data: Buffer.from(JSON.stringify(operations)).toString('base64'),
-            },
-            request: { method: 'PATCH', url: `Patient?identifier=${encodeURIComponent(`${system}|${value}`)}` },
+    const res = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          resource: {
+            resourceType: 'Binary',
+            contentType: 'application/json-patch+json',
+            data: Buffer.from(JSON.stringify(operations)).toString('base64'),
           },
-        ],
-      }),
+          request: { method: 'PATCH', url: `Patient?identifier=${encodeURIComponent(`${system}|${value}`)}` },
+        },
+      ],
     });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().entry[0].response).toMatchObject({ status: '200 OK', etag: 'W/"2"' });
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().birthDate).toBe('1970-01-01');
 
     // Refused before the body is read: the criteria are a search.
-    const updateOnly = { authorization: `Bearer ${await t.token('system/Patient.u')}` };
-    const refused = await t.app.inject({
-      method: 'PATCH',
-      url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
-      headers: { ...updateOnly, 'content-type': 'application/json-patch+json' },
-      payload: JSON.stringify([{ op: 'add', path: '/gender', value: 'male' }]),
-    });
-    expect(refused.statusCode).toBe(403);
-    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).json().gender).toBe(
-      undefined,
+    const updateOnly = await t.client('system/Patient.u');
+    const refused = await updateOnly.patch(
+      `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
+      [{ op: 'add', path: '/gender', value: 'male' }],
+      { 'content-type': 'application/json-patch+json' },
     );
+    expect(refused.statusCode).toBe(403);
+    expect((await fhir.get(`/fhir/Patient/${id}`)).json().gender).toBe(undefined);
   });
 
   it('resolves conditional references and ifNoneExist inside a transaction', async () => {

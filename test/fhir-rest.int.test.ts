@@ -119,7 +119,7 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
     });
 
     it('reads and vreads with _summary or _elements, the resource marked SUBSETTED', async () => {
-      const created = await create({
+      const created = await fhir.create({
         resourceType: 'Patient',
         text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">Ann</div>' },
         name: [{ family: 'Ann' }],
@@ -127,17 +127,17 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
         maritalStatus: { text: 'married' },
       });
       const url = `/fhir/Patient/${created.json().id}`;
-      const summary = (await t.app.inject({ method: 'GET', url: `${url}?_summary=true`, headers: auth })).json();
+      const summary = (await fhir.get(`${url}?_summary=true`)).json();
       expect(summary).toMatchObject({ name: [{ family: 'Ann' }], gender: 'female' });
       expect(summary.text).toBeUndefined();
       expect(summary.maritalStatus).toBeUndefined();
       expect(summary.meta.tag).toContainEqual(expect.objectContaining({ code: 'SUBSETTED' }));
-      const vread = await t.app.inject({ method: 'GET', url: `${url}/_history/1?_elements=gender`, headers: auth });
+      const vread = await fhir.get(`${url}/_history/1?_elements=gender`);
       expect(Object.keys(vread.json()).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
-      const whole = (await t.app.inject({ method: 'GET', url: `${url}?_summary=false`, headers: auth })).json();
+      const whole = (await fhir.get(`${url}?_summary=false`)).json();
       expect(whole.maritalStatus).toEqual({ text: 'married' });
       for (const query of ['_summary=count', '_summary=yes', '_summary=true&_elements=gender']) {
-        const res = await t.app.inject({ method: 'GET', url: `${url}?${query}`, headers: auth });
+        const res = await fhir.get(`${url}?${query}`);
         expect(res.statusCode, query).toBe(400);
       }
     });
@@ -257,9 +257,8 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
     });
 
     it('refuses a history cursor altered, forged or of another history with 400 naming _cursor', async () => {
-      for (let i = 0; i < 2; i++) await create({ resourceType: 'Device', distinctIdentifier: `c${i}` });
-      const get = (url: string) => t.app.inject({ method: 'GET', url, headers: auth });
-      const first = await get('/fhir/Device/_history?_count=1');
+      for (let i = 0; i < 2; i++) await fhir.create({ resourceType: 'Device', distinctIdentifier: `c${i}` });
+      const first = await fhir.get('/fhir/Device/_history?_count=1');
       const next = first.json().link.find((l: any) => l.relation === 'next').url as string;
       const cursor = new URL(next).searchParams.get('_cursor')!;
       const [payload, mac] = cursor.split('.');
@@ -272,11 +271,11 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
         `/fhir/Patient/_history?_count=1&_cursor=${cursor}`,
         `/fhir/_history?_count=1&_cursor=${cursor}`,
       ]) {
-        const res = await get(url);
+        const res = await fhir.get(url);
         expect(res.statusCode).toBe(400);
         expect(res.json().issue[0].diagnostics).toContain('_cursor');
       }
-      expect((await get(next.replace(t.config.publicUrl, ''))).statusCode).toBe(200);
+      expect((await fhir.get(next.replace(t.config.publicUrl, ''))).statusCode).toBe(200);
     });
   });
 

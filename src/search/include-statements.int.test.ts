@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { createFhirServices } from '../fhir/create-services.js';
+import { createFhirServices } from '../services.js';
 import type { FhirServices } from '../fhir/services.js';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
 import { loadR4Definitions } from '../definitions/registry.js';
-import { createFhirServices } from '../fhir/create-services.js';
+import { createFhirServices } from '../services.js';
 import { BACKENDS, testDatabase } from '../../test/support/databases.js';
 import type { TestDatabase } from '../../test/support/databases.js';
 import { logStatements } from '../../test/support/statement-log.js';

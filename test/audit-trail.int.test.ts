@@ -4,15 +4,16 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 describe('access audit lines', () => {
   const lines: Record<string, unknown>[] = [];
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     t = await startTestApp('sqlite', {}, { logger });
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
@@ -28,38 +29,28 @@ describe('access audit lines', () => {
   };
 
   it('names the resource written, read and listed in history, and never the token', async () => {
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: auth,
-      payload: '{"resourceType":"Patient"}',
-    });
+    const created = await fhir.post('/fhir/Patient', '{"resourceType":"Patient"}');
     const id = created.json().id;
-    await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
-    await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history`, headers: auth });
+    await fhir.get(`/fhir/Patient/${id}`);
+    await fhir.get(`/fhir/Patient/${id}/_history`);
     await accessLine(
       (l) => l.method === 'GET' && String(l.path).endsWith('/_history') && JSON.stringify(l.ids ?? []).includes(id),
     );
     const mine = accessLines().filter((l) => JSON.stringify(l.ids ?? []).includes(id));
     expect(mine.map((l) => l.method)).toEqual(['POST', 'GET', 'GET']);
     for (const line of mine) expect(line.ids).toEqual([`Patient/${id}`]);
-    const token = auth.authorization.slice('Bearer '.length);
+    const token = fhir.token!;
     expect(lines.some((l) => JSON.stringify(l).includes(token))).toBe(false);
   });
 
   it('names every resource a transaction wrote', async () => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: auth,
-      payload: JSON.stringify({
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
-          { resource: { resourceType: 'Basic', code: { text: 'b' } }, request: { method: 'POST', url: 'Basic' } },
-        ],
-      }),
+    const res = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
+        { resource: { resourceType: 'Basic', code: { text: 'b' } }, request: { method: 'POST', url: 'Basic' } },
+      ],
     });
     const written = res
       .json()
@@ -69,27 +60,16 @@ describe('access audit lines', () => {
   });
 
   it('names every resource a search returned, included ones too', async () => {
-    const patient = (
-      await t.app.inject({ method: 'POST', url: '/fhir/Patient', headers: auth, payload: '{"resourceType":"Patient"}' })
-    ).json();
+    const patient = (await fhir.post('/fhir/Patient', '{"resourceType":"Patient"}')).json();
     const encounter = (
-      await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Encounter',
-        headers: auth,
-        payload: JSON.stringify({
-          resourceType: 'Encounter',
-          status: 'finished',
-          class: { code: 'AMB' },
-          subject: { reference: `Patient/${patient.id}` },
-        }),
+      await fhir.post('/fhir/Encounter', {
+        resourceType: 'Encounter',
+        status: 'finished',
+        class: { code: 'AMB' },
+        subject: { reference: `Patient/${patient.id}` },
       })
     ).json();
-    await t.app.inject({
-      method: 'GET',
-      url: `/fhir/Patient?_id=${patient.id}&_revinclude=Encounter:patient`,
-      headers: auth,
-    });
+    await fhir.get(`/fhir/Patient?_id=${patient.id}&_revinclude=Encounter:patient`);
     const line = await accessLine(
       (l) => l.method === 'GET' && JSON.stringify(l.ids ?? []).includes(`Encounter/${encounter.id}`),
     );

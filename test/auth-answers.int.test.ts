@@ -11,6 +11,7 @@ import { CLIENT_ASSERTION_TYPE } from '../src/auth/client-assertion.js';
 import { loadConfig } from '../src/config.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient } from './support/fhir-client.js';
 
 const TOKEN_PATH = '/v1/ambient/api/auth/token';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -36,11 +37,7 @@ describe('answers that say what to do', () => {
 
   it('a token another server issued: 401 naming the issuer and audience this server expects', async () => {
     const foreign = await other.token();
-    const res = await t.app.inject({
-      method: 'GET',
-      url: '/fhir/Patient',
-      headers: { authorization: `Bearer ${foreign}` },
-    });
+    const res = await fhirClient(t.app, foreign).get('/fhir/Patient');
     expect(res.statusCode).toBe(401);
     const text = res.json().issue[0].diagnostics as string;
     expect(text).toContain('"http://other.test:9090'); // the issuer it names
@@ -50,11 +47,7 @@ describe('answers that say what to do', () => {
 
   it('a token of this database issued under another public URL: 401 naming both', async () => {
     const token = await t.token();
-    const res = await samePlaceElsewhere.inject({
-      method: 'GET',
-      url: '/fhir/Patient',
-      headers: { authorization: `Bearer ${token}` },
-    });
+    const res = await fhirClient(samePlaceElsewhere, token).get('/fhir/Patient');
     expect(res.statusCode).toBe(401);
     const text = res.json().issue[0].diagnostics as string;
     expect(text).toContain(TEST_PUBLIC_URL);

@@ -10,15 +10,17 @@ import { BulkClient, ids as exportedIds } from './support/bulk-export-client.js'
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { passwordToken } from './support/fhir-client.js';
+import type { FhirClient, Reply } from './support/fhir-client.js';
 
 const OWN_HTTPS_BASE = `${TEST_PUBLIC_URL.replace(/^http:/, 'https:')}/fhir`;
 
 describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
   let t: TestApp;
-  let admin: string;
-  let binaryOnly: string;
-  let binaryAndTask: string;
-  let patientReader: string;
+  let admin: FhirClient;
+  let binaryOnly: FhirClient;
+  let binaryAndTask: FhirClient;
+  let patientReader: FhirClient;
   let patientId: string;
   /** Attached to the Patient (X-Security-Context), to it by an absolute https URL, to nothing, to another server. */
   let attached: string;
@@ -27,21 +29,8 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
   let external: string;
   const secret = `lab report ${randomUUID()}`;
 
-  const raw = (authorization: string, body: string, headers: Record<string, string> = {}) =>
-    t.app.inject({
-      method: 'POST',
-      url: '/fhir/Binary',
-      headers: { authorization, 'content-type': 'text/plain', ...headers },
-      payload: body,
-    });
-  const json = (authorization: string, method: 'POST' | 'PUT', url: string, body: unknown) =>
-    t.app.inject({
-      method,
-      url,
-      headers: { authorization, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(body),
-    });
-  const get = (authorization: string, url: string) => t.app.inject({ method: 'GET', url, headers: { authorization } });
+  const raw = (client: FhirClient, body: string, headers: Record<string, string> = {}) =>
+    client.post('/fhir/Binary', body, { 'content-type': 'text/plain', ...headers });
   const binaryWith = (reference: string) => ({
     resourceType: 'Binary',
     contentType: 'text/plain',
@@ -54,18 +43,16 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
   beforeAll(async () => {
     // No export runs in this process: the $export test starts a worker once its accounts are as it wants.
     t = await startTestApp(backend, { AMBIENT_EXPORT_WORKERS: '0' });
-    admin = `Bearer ${await t.token('system/*.cruds')}`;
-    binaryOnly = `Bearer ${await t.token('system/Binary.cruds')}`;
-    binaryAndTask = `Bearer ${await t.token('system/Binary.cruds system/Task.cruds')}`;
-    patientReader = `Bearer ${await t.token('system/Binary.cruds system/Patient.r')}`;
-    patientId = (await json(admin, 'POST', '/fhir/Patient', { resourceType: 'Patient' })).json().id;
+    admin = await t.client('system/*.cruds');
+    binaryOnly = await t.client('system/Binary.cruds');
+    binaryAndTask = await t.client('system/Binary.cruds system/Task.cruds');
+    patientReader = await t.client('system/Binary.cruds system/Patient.r');
+    patientId = (await admin.post('/fhir/Patient', { resourceType: 'Patient' })).json().id;
     attached = (await raw(admin, secret, { 'x-security-context': `Patient/${patientId}` })).json().id;
-    attachedAbsolute = (
-      await json(admin, 'POST', '/fhir/Binary', binaryWith(`${OWN_HTTPS_BASE}/Patient/${patientId}`))
-    ).json().id;
-    free = (await raw(admin, 'public leaflet')).json().id;
-    external = (await json(admin, 'POST', '/fhir/Binary', binaryWith('https://other.example/fhir/Patient/1'))).json()
+    attachedAbsolute = (await admin.post('/fhir/Binary', binaryWith(`${OWN_HTTPS_BASE}/Patient/${patientId}`))).json()
       .id;
+    free = (await raw(admin, 'public leaflet')).json().id;
+    external = (await admin.post('/fhir/Binary', binaryWith('https://other.example/fhir/Patient/1'))).json().id;
     for (const id of [attached, attachedAbsolute, free, external]) expect(typeof id).toBe('string');
   });
   afterAll(async () => t?.close());
@@ -73,7 +60,7 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
   it('read and vread: 403 to a Binary-only account for content attached to a Patient, in any form', async () => {
     for (const id of [attached, attachedAbsolute]) {
       for (const url of [`/fhir/Binary/${id}`, `/fhir/Binary/${id}/_history/1`, `/fhir/Binary/${id}?_format=json`]) {
-        const res = await get(binaryOnly, url);
+        const res = await binaryOnly.get(url);
         expect(res.statusCode, url).toBe(403);
         expect(res.body).not.toContain(secret);
         expect(res.body).not.toContain(Buffer.from(secret).toString('base64'));
@@ -81,17 +68,17 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
       }
     }
     // Content attached to another server's resource: only a caller who may read every type.
-    expect((await get(binaryOnly, `/fhir/Binary/${external}`)).statusCode).toBe(403);
-    expect((await get(admin, `/fhir/Binary/${external}`)).body).toBe(secret);
+    expect((await binaryOnly.get(`/fhir/Binary/${external}`)).statusCode).toBe(403);
+    expect((await admin.get(`/fhir/Binary/${external}`)).body).toBe(secret);
     // Unattached content is anyone's with Binary.r.
-    const open = await get(binaryOnly, `/fhir/Binary/${free}`);
+    const open = await binaryOnly.get(`/fhir/Binary/${free}`);
     expect(open.statusCode).toBe(200);
     expect(open.body).toBe('public leaflet');
   });
 
   it('a caller who may read Patients reads it', async () => {
     for (const id of [attached, attachedAbsolute]) {
-      const res = await get(patientReader, `/fhir/Binary/${id}`);
+      const res = await patientReader.get(`/fhir/Binary/${id}`);
       expect(res.statusCode).toBe(200);
       expect(res.body).toBe(secret);
     }
@@ -99,20 +86,20 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
 
   it('search, history and Bundle entries leave it out for a Binary-only account', async () => {
     const all = [attached, attachedAbsolute, free, external].join(',');
-    const search = await get(binaryOnly, `/fhir/Binary?_id=${all}`);
+    const search = await binaryOnly.get(`/fhir/Binary?_id=${all}`);
     expect(search.statusCode).toBe(200);
     expect(ids(search.json())).toEqual([`Binary/${free}`]);
     expect(search.body).not.toContain(Buffer.from(secret).toString('base64'));
-    const asReader = await get(patientReader, `/fhir/Binary?_id=${all}`);
+    const asReader = await patientReader.get(`/fhir/Binary?_id=${all}`);
     expect(ids(asReader.json()).sort()).toEqual(
       [`Binary/${attached}`, `Binary/${attachedAbsolute}`, `Binary/${free}`].sort(),
     );
     for (const url of [`/fhir/Binary/${attached}/_history`, '/fhir/Binary/_history?_count=1000']) {
-      const history = await get(binaryOnly, url);
+      const history = await binaryOnly.get(url);
       expect(history.statusCode).toBe(200);
       expect(history.body).not.toContain(Buffer.from(secret).toString('base64'));
     }
-    const batch = await json(binaryOnly, 'POST', '/fhir', {
+    const batch = await binaryOnly.post('/fhir', {
       resourceType: 'Bundle',
       type: 'batch',
       entry: [
@@ -127,34 +114,34 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
 
   it('an include of it is left out: Task?_include=Task:focus:Binary', async () => {
     const task = (
-      await json(admin, 'POST', '/fhir/Task', {
+      await admin.post('/fhir/Task', {
         resourceType: 'Task',
         status: 'requested',
         intent: 'order',
         focus: { reference: `Binary/${attached}` },
       })
     ).json().id;
-    const res = await get(binaryAndTask, `/fhir/Task?_id=${task}&_include=Task:focus:Binary`);
+    const res = await binaryAndTask.get(`/fhir/Task?_id=${task}&_include=Task:focus:Binary`);
     expect(res.statusCode).toBe(200);
     expect(ids(res.json())).toEqual([`Task/${task}`]);
-    const asAdmin = await get(admin, `/fhir/Task?_id=${task}&_include=Task:focus:Binary`);
+    const asAdmin = await admin.get(`/fhir/Task?_id=${task}&_include=Task:focus:Binary`);
     expect(ids(asAdmin.json())).toEqual([`Task/${task}`, `Binary/${attached}`]);
   });
 
   it('attaching content to a Patient needs read access to Patients: 403, nothing stored', async () => {
-    const before = (await get(admin, '/fhir/Binary?_summary=count')).json().total;
+    const before = (await admin.get('/fhir/Binary?_summary=count')).json().total;
     const header = await raw(binaryOnly, 'planted', { 'x-security-context': `Patient/${patientId}` });
     expect(header.statusCode).toBe(403);
     expect(header.json().issue[0].diagnostics).toContain('system/Patient.r');
-    const body = await json(binaryOnly, 'POST', '/fhir/Binary', binaryWith(`${OWN_HTTPS_BASE}/Patient/${patientId}`));
+    const body = await binaryOnly.post('/fhir/Binary', binaryWith(`${OWN_HTTPS_BASE}/Patient/${patientId}`));
     expect(body.statusCode).toBe(403);
-    const update = await json(binaryOnly, 'PUT', `/fhir/Binary/${free}`, {
+    const update = await binaryOnly.put(`/fhir/Binary/${free}`, {
       ...binaryWith(`Patient/${patientId}`),
       id: free,
     });
     expect(update.statusCode).toBe(403);
-    expect((await get(admin, '/fhir/Binary?_summary=count')).json().total).toBe(before);
-    expect((await get(binaryOnly, `/fhir/Binary/${free}`)).body).toBe('public leaflet');
+    expect((await admin.get('/fhir/Binary?_summary=count')).json().total).toBe(before);
+    expect((await binaryOnly.get(`/fhir/Binary/${free}`)).body).toBe('public leaflet');
     // With read access to Patients it is allowed.
     const allowed = await raw(patientReader, 'attached', { 'x-security-context': `Patient/${patientId}` });
     expect(allowed.statusCode).toBe(201);
@@ -162,21 +149,21 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
 
   it('versions written before the content was attached are ruled by its current context too', async () => {
     const id = (await raw(admin, 'leaflet, later attached')).json().id as string;
-    expect((await get(binaryOnly, `/fhir/Binary/${id}/_history/1`)).statusCode).toBe(200);
-    const attach = await json(admin, 'PUT', `/fhir/Binary/${id}`, { ...binaryWith(`Patient/${patientId}`), id });
+    expect((await binaryOnly.get(`/fhir/Binary/${id}/_history/1`)).statusCode).toBe(200);
+    const attach = await admin.put(`/fhir/Binary/${id}`, { ...binaryWith(`Patient/${patientId}`), id });
     expect(attach.statusCode).toBe(200);
-    const v1 = await get(binaryOnly, `/fhir/Binary/${id}/_history/1`);
+    const v1 = await binaryOnly.get(`/fhir/Binary/${id}/_history/1`);
     expect(v1.statusCode).toBe(403);
     expect(v1.body).not.toContain('leaflet');
     for (const url of [`/fhir/Binary/${id}/_history`, '/fhir/Binary/_history?_count=1000']) {
-      const history = await get(binaryOnly, url);
+      const history = await binaryOnly.get(url);
       expect(history.statusCode, url).toBe(200);
       expect(ids(history.json()), url).not.toContain(`Binary/${id}`);
       expect(history.body, url).not.toContain(Buffer.from('leaflet, later attached').toString('base64'));
     }
     // A caller who may read Patients sees both versions.
-    expect((await get(patientReader, `/fhir/Binary/${id}/_history/1`)).body).toBe('leaflet, later attached');
-    const all = (await get(patientReader, `/fhir/Binary/${id}/_history`)).json();
+    expect((await patientReader.get(`/fhir/Binary/${id}/_history/1`)).body).toBe('leaflet, later attached');
+    const all = (await patientReader.get(`/fhir/Binary/${id}/_history`)).json();
     expect(all.entry).toHaveLength(2);
   });
 
@@ -189,7 +176,7 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     expect(plain.statusCode).toBe(200);
     expect(plain.headers.location).toContain(`/Binary/${attached}/_history/`);
     expect(plain.body).toBe('');
-    const bundle = await json(binaryOnly, 'POST', '/fhir', {
+    const bundle = await binaryOnly.post('/fhir', {
       resourceType: 'Bundle',
       type: 'transaction',
       entry: [
@@ -219,16 +206,9 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     expect(res.statusCode).toBe(201);
     return res.json().id as string;
   };
-  const send = (authorization: string, method: 'PUT' | 'PATCH' | 'DELETE', url: string, body?: string, type?: string) =>
-    t.app.inject({
-      method,
-      url,
-      headers: { authorization, ...(type ? { 'content-type': type } : {}) },
-      ...(body === undefined ? {} : { payload: body }),
-    });
   /** As the admin sees it: still the first version, still the secret, still attached. */
   const expectUnchanged = async (id: string) => {
-    const current = await get(admin, `/fhir/Binary/${id}?_format=json`);
+    const current = await admin.get(`/fhir/Binary/${id}?_format=json`);
     expect(current.statusCode).toBe(200);
     const binary = current.json();
     expect(binary.meta.versionId).toBe('1');
@@ -267,98 +247,45 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
       ...JSON.parse(detached),
       securityContext: { reference: `Patient/${patientId}` },
     });
-    const attempts: [string, () => ReturnType<typeof send>][] = [
+    const attempts: [string, () => Promise<Reply>][] = [
+      ['PUT without a context', () => binaryOnly.put(`/fhir/Binary/${target}`, detached)],
+      ['PUT with its context', () => binaryOnly.put(`/fhir/Binary/${target}`, sameContext)],
       [
-        'PUT without a context',
-        () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, detached, 'application/fhir+json'),
+        'PUT of raw bytes',
+        () => binaryOnly.put(`/fhir/Binary/${target}`, 'overwritten', { 'content-type': 'text/plain' }),
       ],
-      [
-        'PUT with its context',
-        () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, sameContext, 'application/fhir+json'),
-      ],
-      ['PUT of raw bytes', () => send(binaryOnly, 'PUT', `/fhir/Binary/${target}`, 'overwritten', 'text/plain')],
-      [
-        'PUT with If-Match',
-        () =>
-          t.app.inject({
-            method: 'PUT',
-            url: `/fhir/Binary/${target}`,
-            headers: { authorization: binaryOnly, 'content-type': 'application/fhir+json', 'if-match': 'W/"1"' },
-            payload: detached,
-          }),
-      ],
+      ['PUT with If-Match', () => binaryOnly.put(`/fhir/Binary/${target}`, detached, { 'if-match': 'W/"1"' })],
       [
         'JSON Patch remove securityContext',
-        () =>
-          send(
-            binaryOnly,
-            'PATCH',
-            `/fhir/Binary/${target}`,
-            jsonPatch([{ op: 'remove', path: '/securityContext' }]),
-            'application/json-patch+json',
-          ),
+        () => binaryOnly.patch(`/fhir/Binary/${target}`, [{ op: 'remove', path: '/securityContext' }]),
       ],
       [
         'JSON Patch replace data',
-        () =>
-          send(
-            binaryOnly,
-            'PATCH',
-            `/fhir/Binary/${target}`,
-            jsonPatch([{ op: 'replace', path: '/data', value: 'AA==' }]),
-            'application/json-patch+json',
-          ),
+        () => binaryOnly.patch(`/fhir/Binary/${target}`, [{ op: 'replace', path: '/data', value: 'AA==' }]),
       ],
       [
         'JSON Patch test (an oracle on the content)',
         () =>
-          send(
-            binaryOnly,
-            'PATCH',
-            `/fhir/Binary/${target}`,
-            jsonPatch([{ op: 'test', path: '/data', value: Buffer.from(secret).toString('base64') }]),
-            'application/json-patch+json',
-          ),
+          binaryOnly.patch(`/fhir/Binary/${target}`, [
+            { op: 'test', path: '/data', value: Buffer.from(secret).toString('base64') },
+          ]),
       ],
       [
         'JSON Patch copy of the content',
-        () =>
-          send(
-            binaryOnly,
-            'PATCH',
-            `/fhir/Binary/${target}`,
-            jsonPatch([{ op: 'copy', from: '/data', path: '/contentType' }]),
-            'application/json-patch+json',
-          ),
+        () => binaryOnly.patch(`/fhir/Binary/${target}`, [{ op: 'copy', from: '/data', path: '/contentType' }]),
       ],
       [
         'JSON Patch move',
         () =>
-          send(
-            binaryOnly,
-            'PATCH',
-            `/fhir/Binary/${target}`,
-            jsonPatch([{ op: 'move', from: '/securityContext', path: '/extension' }]),
-            'application/json-patch+json',
-          ),
+          binaryOnly.patch(`/fhir/Binary/${target}`, [{ op: 'move', from: '/securityContext', path: '/extension' }]),
       ],
-      [
-        'FHIRPath Patch',
-        () => send(binaryOnly, 'PATCH', `/fhir/Binary/${target}`, fhirPathPatch, 'application/fhir+json'),
-      ],
-      ['DELETE', () => send(binaryOnly, 'DELETE', `/fhir/Binary/${target}`)],
+      ['FHIRPath Patch', () => binaryOnly.patch(`/fhir/Binary/${target}`, fhirPathPatch)],
+      ['DELETE', () => binaryOnly.delete(`/fhir/Binary/${target}`)],
       [
         'conditional update',
-        () =>
-          send(
-            binaryOnly,
-            'PUT',
-            `/fhir/Binary?_id=${target}`,
-            JSON.stringify({ ...JSON.parse(detached), id: undefined }),
-            'application/fhir+json',
-          ),
+        () => binaryOnly.put(`/fhir/Binary?_id=${target}`, JSON.stringify({ ...JSON.parse(detached), id: undefined })),
       ],
-      ['conditional delete', () => send(binaryOnly, 'DELETE', `/fhir/Binary?_id=${target}`)],
+      ['conditional delete', () => binaryOnly.delete(`/fhir/Binary?_id=${target}`)],
     ];
     for (const [what, attempt] of attempts) {
       expectRefused(await attempt(), what);
@@ -387,7 +314,7 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
       { resource: { ...detached, id: undefined }, request: { method: 'PUT', url: `Binary?_id=${target}` } },
       { request: { method: 'DELETE', url: `Binary?_id=${target}` } },
     ];
-    const batch = await json(binaryOnly, 'POST', '/fhir', { resourceType: 'Bundle', type: 'batch', entry: entries });
+    const batch = await binaryOnly.post('/fhir', { resourceType: 'Bundle', type: 'batch', entry: entries });
     expect(batch.statusCode).toBe(200);
     const outcomes = batch.json().entry as {
       response: { status: string; outcome: { issue: { diagnostics: string }[] } };
@@ -396,7 +323,7 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     for (const e of outcomes) expect(e.response.outcome.issue[0].diagnostics).toContain('system/Patient.r');
     await expectUnchanged(target);
     for (const entry of entries) {
-      const transaction = await json(binaryOnly, 'POST', '/fhir', {
+      const transaction = await binaryOnly.post('/fhir', {
         resourceType: 'Bundle',
         type: 'transaction',
         entry: [entry],
@@ -408,22 +335,18 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
 
   it('a caller who may read Patients may change it; a Binary-only account changes unattached content', async () => {
     const target = await attachedTarget();
-    const patched = await send(
-      patientReader,
-      'PATCH',
-      `/fhir/Binary/${target}`,
-      jsonPatch([{ op: 'replace', path: '/contentType', value: 'text/markdown' }]),
-      'application/json-patch+json',
-    );
+    const patched = await patientReader.patch(`/fhir/Binary/${target}`, [
+      { op: 'replace', path: '/contentType', value: 'text/markdown' },
+    ]);
     expect(patched.statusCode).toBe(200);
     expect(patched.json().contentType).toBe('text/markdown');
-    expect((await send(patientReader, 'DELETE', `/fhir/Binary/${target}`)).statusCode).toBe(204);
-    expect((await get(admin, `/fhir/Binary/${target}`)).statusCode).toBe(410);
+    expect((await patientReader.delete(`/fhir/Binary/${target}`)).statusCode).toBe(204);
+    expect((await admin.get(`/fhir/Binary/${target}`)).statusCode).toBe(410);
     const leaflet = (await raw(admin, 'leaflet v1')).json().id;
-    const replaced = await send(binaryOnly, 'PUT', `/fhir/Binary/${leaflet}`, 'leaflet v2', 'text/plain');
+    const replaced = await binaryOnly.put(`/fhir/Binary/${leaflet}`, 'leaflet v2', { 'content-type': 'text/plain' });
     expect(replaced.statusCode).toBe(200);
-    expect((await get(binaryOnly, `/fhir/Binary/${leaflet}`)).body).toBe('leaflet v2');
-    expect((await send(binaryOnly, 'DELETE', `/fhir/Binary/${leaflet}`)).statusCode).toBe(204);
+    expect((await binaryOnly.get(`/fhir/Binary/${leaflet}`)).body).toBe('leaflet v2');
+    expect((await binaryOnly.delete(`/fhir/Binary/${leaflet}`)).statusCode).toBe(204);
   });
 
   /** An account with these scopes and a token from the token endpoint (narrowed to `tokenScopes` if given). */
@@ -431,20 +354,12 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
     const username = `exporter-${randomUUID()}`;
     const password = `pw-${randomUUID()}`;
     await t.accounts.create({ username, password, scopes: scopes.split(' ') });
-    const form = new URLSearchParams({ username, password, ...(tokenScopes ? { scope: tokenScopes } : {}) });
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: form.toString(),
-    });
-    expect(res.statusCode).toBe(200);
-    return { username, client: new BulkClient(t.app, res.json().access_token as string) };
+    return { username, client: new BulkClient(t.app, await passwordToken(t.app, username, password, tokenScopes)) };
   };
 
   it('$export of Binary leaves out what the account may not read, with its scopes as the job runs', async () => {
     // Attached to the Patient at kick-off, detached afterwards: the export holds the attached version.
-    const detachedLater = (await json(admin, 'POST', '/fhir/Binary', binaryWith(`Patient/${patientId}`))).json().id;
+    const detachedLater = (await admin.post('/fhir/Binary', binaryWith(`Patient/${patientId}`))).json().id;
     const selected = [attached, attachedAbsolute, free, external, detachedLater];
     const kickoff = `/fhir/$export?_type=Binary&_typeFilter=${encodeURIComponent(`Binary?_id=${selected.join(',')}`)}`;
     const binaryOnlyAccount = await account('system/Binary.rs');
@@ -457,7 +372,7 @@ describe.each(BACKENDS)('Binary.securityContext on %s', (backend) => {
       exports.set(name, await client.start(kickoff));
     }
     const detach = { ...binaryWith(`Patient/${patientId}`), id: detachedLater, securityContext: undefined };
-    expect((await json(admin, 'PUT', `/fhir/Binary/${detachedLater}`, detach)).statusCode).toBe(200);
+    expect((await admin.put(`/fhir/Binary/${detachedLater}`, detach)).statusCode).toBe(200);
     await t.accounts.update(shrunk.username, { scopes: ['system/Binary.rs'] });
 
     // Now a worker runs the queued jobs.

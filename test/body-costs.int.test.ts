@@ -11,6 +11,8 @@ import { TOKEN_BODY_LIMIT } from '../src/auth/token-endpoint.js';
 import { BACKENDS } from './support/databases.js';
 import { FHIR_JSON, startRobustnessApp } from './support/robustness.js';
 import type { TestApp } from './support/test-app.js';
+import { bearer } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const MB = 1024 * 1024;
 const FORM = 'application/x-www-form-urlencoded';
@@ -91,13 +93,13 @@ function outcomeCode(answer: RawAnswer): string | undefined {
 describe.each(BACKENDS)('request bodies cost nothing before they are worth reading, on %s', (backend) => {
   let t: TestApp;
   let base: string;
-  let binaryOnly: string;
-  let everything: string;
+  let binaryOnly: FhirClient;
+  let everything: FhirClient;
 
   beforeAll(async () => {
     t = await startRobustnessApp(backend);
-    binaryOnly = `Bearer ${await t.token('system/Binary.cruds')}`;
-    everything = `Bearer ${await t.token()}`;
+    binaryOnly = await t.client('system/Binary.cruds');
+    everything = await t.client();
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
   });
   afterAll(async () => t?.close());
@@ -105,7 +107,7 @@ describe.each(BACKENDS)('request bodies cost nothing before they are worth readi
   const send = (
     method: string,
     path: string,
-    authorization: string,
+    client: FhirClient,
     contentType: string,
     declaredLength: number,
     firstPart: string,
@@ -113,7 +115,7 @@ describe.each(BACKENDS)('request bodies cost nothing before they are worth readi
   ) =>
     partialRequest(
       base,
-      { method, path, headers: { Authorization: authorization, 'Content-Type': contentType, ...extra } },
+      { method, path, headers: { ...client.auth, 'Content-Type': contentType, ...extra } },
       declaredLength,
       firstPart,
     );
@@ -224,7 +226,7 @@ describe.each(BACKENDS)('the bytes of request bodies held at once are bounded, o
       AMBIENT_MAX_BODY_BYTES: String(64 * KIB),
       AMBIENT_MAX_BODY_BYTES_IN_FLIGHT: String(128 * KIB),
     });
-    authorization = `Bearer ${await t.token()}`;
+    authorization = bearer(await t.token()).authorization;
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
   });
   afterAll(async () => t?.close());

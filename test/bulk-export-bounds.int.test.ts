@@ -17,21 +17,17 @@ import type { Manifest } from './support/bulk-export-client.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 /** Creates `count` resources made by `make(i)` with transaction Bundles of 250 entries. */
-async function load(t: TestApp, token: string, count: number, make: (i: number) => object): Promise<void> {
+async function load(fhir: FhirClient, count: number, make: (i: number) => object): Promise<void> {
   for (let start = 0; start < count; start += 250) {
     const entry = [];
     for (let i = start; i < Math.min(count, start + 250); i++) {
       const resource = make(i) as { resourceType: string; id: string };
       entry.push({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
     }
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry }),
-    });
+    const res = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry });
     expect(res.statusCode, res.body.slice(0, 500)).toBe(200);
   }
 }
@@ -79,16 +75,16 @@ describe.each(BACKENDS)('export bounds per account on %s', (backend) => {
     let t: TestApp;
     beforeAll(async () => {
       t = await startTestApp(backend, { AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT: String(MAX_BYTES) });
-      const writer = await t.token();
+      const writer = await t.client();
       // One Patient export: ~20 KB of NDJSON, one chunk. One Observation export: ~1.6 MB, two chunks.
-      await load(t, writer, 20, (i) => patient(`bp${i}`, 1000));
-      await load(t, writer, 500, (i) => observation(`bo${i}`, 3000));
+      await load(writer, 20, (i) => patient(`bp${i}`, 1000));
+      await load(writer, 500, (i) => observation(`bo${i}`, 3000));
     });
     afterAll(async () => t?.close());
 
     it('refuses kick-offs with 429 and Retry-After once the account keeps AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT', async () => {
-      const attackerToken = await t.token('system/Patient.rs');
-      const attacker = new BulkClient(t.app, attackerToken);
+      const attackerFhir = await t.client('system/Patient.rs');
+      const attacker = new BulkClient(t.app, attackerFhir.token!);
       const completed: Manifest[] = [];
       let refused;
       for (let i = 0; i < 30 && !refused; i++) {
@@ -108,11 +104,7 @@ describe.each(BACKENDS)('export bounds per account on %s', (backend) => {
       let kept = 0;
       let last = 0;
       for (const manifest of completed) {
-        const res = await t.app.inject({
-          method: 'GET',
-          url: pathOf(manifest.output[0].url),
-          headers: { authorization: `Bearer ${attackerToken}`, 'accept-encoding': 'gzip' },
-        });
+        const res = await attackerFhir.get(pathOf(manifest.output[0].url), { 'accept-encoding': 'gzip' });
         expect(res.headers['content-encoding']).toBe('gzip');
         last = res.rawPayload.length;
         kept += last;
@@ -146,12 +138,12 @@ describe.each(BACKENDS)('export bounds per account on %s', (backend) => {
 describe.each(BACKENDS)('export storage on %s', (backend) => {
   let t: TestApp;
   let reader: BulkClient;
-  let readerToken: string;
+  let readerFhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_EXPORT_TTL_SECONDS: '2' });
-    await load(t, await t.token(), 500, (i) => observation(`so${i}`, 3000));
-    readerToken = await t.token('system/Observation.rs');
-    reader = new BulkClient(t.app, readerToken);
+    await load(await t.client(), 500, (i) => observation(`so${i}`, 3000));
+    readerFhir = await t.client('system/Observation.rs');
+    reader = new BulkClient(t.app, readerFhir.token!);
   });
   afterAll(async () => t?.close());
 
@@ -185,14 +177,9 @@ describe.each(BACKENDS)('export storage on %s', (backend) => {
   it('stores export files gzip-compressed and serves them as stored, or inflated, per Accept-Encoding', async () => {
     const manifest = await reader.manifest(await reader.start('/fhir/$export?_type=Observation'));
     const url = pathOf(manifest.output[0].url);
-    const auth = { authorization: `Bearer ${readerToken}` };
-    const plain = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'accept-encoding': 'identity' } });
-    const gzip = await t.app.inject({
-      method: 'GET',
-      url,
-      headers: { ...auth, 'accept-encoding': 'br;q=1, gzip;q=0.5' },
-    });
-    const none = await t.app.inject({ method: 'GET', url, headers: auth });
+    const plain = await readerFhir.get(url, { 'accept-encoding': 'identity' });
+    const gzip = await readerFhir.get(url, { 'accept-encoding': 'br;q=1, gzip;q=0.5' });
+    const none = await readerFhir.get(url);
     expect(plain.statusCode).toBe(200);
     expect(plain.headers['content-encoding']).toBeUndefined();
     expect(plain.headers['content-type']).toMatch(/^application\/fhir\+ndjson/);
@@ -243,7 +230,7 @@ describe.each(BACKENDS)('export downloads on %s', (backend) => {
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_DOWNLOAD_IDLE_TIMEOUT_MS: String(IDLE_MS) });
     // A file of ~16 MB of NDJSON (~8 MB gzip): more than the socket buffers of a reader that stops.
-    await load(t, await t.token(), 1600, (i) => observation(`do${i}`, 10_000));
+    await load(await t.client(), 1600, (i) => observation(`do${i}`, 10_000));
     token = await t.token('system/Observation.rs');
     const client = new BulkClient(t.app, token);
     const manifest = await client.manifest(await client.start('/fhir/$export?_type=Observation'), 120_000);

@@ -26,6 +26,7 @@ import type { Resource } from './support/bulk-export-client.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient } from './support/fhir-client.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PATIENTS = 25;
@@ -92,12 +93,7 @@ describe.each(BACKENDS)('bulk export durability on %s', (backend) => {
     // This process queues exports and answers status requests but runs none: the tests decide who does.
     t = await startTestApp(backend, { AMBIENT_EXPORT_WORKERS: '0' });
     token = await t.token();
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(bundle('d')),
-    });
+    const res = await fhirClient(t.app, token).post('/fhir', bundle('d'));
     expect(res.statusCode, res.body).toBe(200);
     db = openDatabase(t.database.url);
   });
@@ -214,14 +210,10 @@ describe.each(BACKENDS)('bulk export durability on %s', (backend) => {
         encoding: 'utf8',
       });
       expect(result.status, result.stdout + result.stderr).toBe(0);
-      const freshToken = await fresh.token();
+      const freshFhir = await fresh.client();
       for (const [type, resources] of exported) {
         for (const resource of resources) {
-          const res = await fresh.app.inject({
-            method: 'GET',
-            url: `/fhir/${type}/${resource.id}`,
-            headers: { authorization: `Bearer ${freshToken}` },
-          });
+          const res = await freshFhir.get(`/fhir/${type}/${resource.id}`);
           expect(res.statusCode, `${type}/${resource.id}`).toBe(200);
           const { meta: _meta, ...loaded } = res.json() as Resource;
           const { meta: _exportedMeta, ...original } = resource;
@@ -229,11 +221,7 @@ describe.each(BACKENDS)('bulk export durability on %s', (backend) => {
         }
       }
       // And nothing beyond what was exported.
-      const count = await fresh.app.inject({
-        method: 'GET',
-        url: '/fhir/Observation?_summary=count',
-        headers: { authorization: `Bearer ${freshToken}` },
-      });
+      const count = await freshFhir.get('/fhir/Observation?_summary=count');
       expect(count.json().total).toBe(exported.get('Observation')!.length);
     } finally {
       await fresh.close();
@@ -272,15 +260,10 @@ describe.each(BACKENDS)('bulk export expiry on %s', (backend) => {
   afterAll(async () => t?.close());
 
   it('answers 404 for status and files once AMBIENT_EXPORT_TTL_SECONDS have passed, and sweeps the output', async () => {
-    const token = await t.token();
-    const put = await t.app.inject({
-      method: 'PUT',
-      url: '/fhir/Patient/x1',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify({ resourceType: 'Patient', id: 'x1' }),
-    });
+    const fhir = await t.client();
+    const put = await fhir.put('/fhir/Patient/x1', { resourceType: 'Patient', id: 'x1' });
     expect(put.statusCode).toBe(201);
-    const client = new BulkClient(t.app, token);
+    const client = new BulkClient(t.app, fhir.token!);
     const statusUrl = await client.start('/fhir/$export?_type=Patient');
     const manifest = await client.manifest(statusUrl);
     const status = await client.status(statusUrl);

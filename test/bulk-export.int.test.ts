@@ -13,6 +13,8 @@ import { BulkClient, ids, pathOf, storedOutputBytes } from './support/bulk-expor
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const LOINC = 'http://loinc.org';
 
@@ -68,6 +70,7 @@ async function secondServer(t: TestApp, env: Record<string, string>): Promise<Fa
 describe.each(BACKENDS)('bulk export on %s', (backend) => {
   let t: TestApp;
   let token: string;
+  let fhir: FhirClient;
   let client: BulkClient;
   /** A process that only takes kick-offs and answers status and files (AMBIENT_EXPORT_WORKERS=0). */
   let idle: FastifyInstance;
@@ -75,12 +78,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
   let db: SqlDatabase;
 
   const put = async (resource: { resourceType: string; id: string }) => {
-    const res = await t.app.inject({
-      method: 'PUT',
-      url: `/fhir/${resource.resourceType}/${resource.id}`,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(resource),
-    });
+    const res = await fhir.put(`/fhir/${resource.resourceType}/${resource.id}`, resource);
     expect([200, 201], res.body).toContain(res.statusCode);
     return res.json() as { meta: { versionId: string; lastUpdated: string } };
   };
@@ -93,6 +91,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_EXPORT_LEASE_SECONDS: '2' });
     token = await t.token();
+    fhir = fhirClient(t.app, token);
     client = new BulkClient(t.app, token);
     for (const resource of seed) await put(resource);
     idle = await secondServer(t, { AMBIENT_EXPORT_WORKERS: '0' });
@@ -224,11 +223,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     const resources = await client.resources(await client.manifest(statusUrl));
     expect(ids(resources.get('Patient'))).toEqual(['p1', 'p2']);
     expect(ids(resources.get('Observation'))).toEqual(['o1', 'o2']);
-    const deleted = await t.app.inject({
-      method: 'DELETE',
-      url: '/fhir/Group/g-large',
-      headers: { authorization: `Bearer ${token}` },
-    });
+    const deleted = await fhir.delete('/fhir/Group/g-large');
     expect(deleted.statusCode).toBeLessThan(300);
   });
 
@@ -279,11 +274,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     const manifest = await client.manifest(String(lenient.headers['content-location']));
     expect(manifest.output.map((o) => o.type)).toEqual(['Organization']);
     // Other methods on the kick-off path are 405, not an unsupported operation.
-    const put = await t.app.inject({
-      method: 'PUT',
-      url: '/fhir/$export',
-      headers: { authorization: `Bearer ${token}` },
-    });
+    const put = await fhir.put('/fhir/$export');
     expect(put.statusCode).toBe(405);
   });
 
@@ -360,11 +351,7 @@ describe.each(BACKENDS)('bulk export on %s', (backend) => {
     const statusUrl = await idleClient.start('/fhir/$export?_type=Patient');
     await put({ resourceType: 'Patient', id: 'p1', name: [{ family: 'One-b' }] } as never);
     await put({ resourceType: 'Patient', id: 'p-late', name: [{ family: 'Late' }] } as never);
-    const deleted = await t.app.inject({
-      method: 'DELETE',
-      url: '/fhir/Patient/p2',
-      headers: { authorization: `Bearer ${token}` },
-    });
+    const deleted = await fhir.delete('/fhir/Patient/p2');
     expect(deleted.statusCode).toBeLessThan(300);
     const snapshot = await client.resources(await client.manifest(statusUrl));
     const patients = snapshot.get('Patient')!;

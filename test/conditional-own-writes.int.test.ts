@@ -11,8 +11,8 @@ import { clonePatient } from './support/clone-rows.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
-const FHIR_JSON = 'application/fhir+json';
 const SYSTEM = 'urn:test:own-writes';
 /** Enough Patients that a chain over their links runs far past WRITER_HOLD_MS on SQLite's writer. */
 const CLONES = 200_000;
@@ -30,32 +30,23 @@ interface BundleResponse {
 describe.each(BACKENDS)('conditional criteria through what the same transaction wrote, on %s', (backend) => {
   let t: TestApp;
   /** May create, update and search Patients and Observations, nothing else. */
-  let writer: Record<string, string>;
-  let admin: Record<string, string>;
+  let writer: FhirClient;
+  let admin: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    admin = { authorization: `Bearer ${await t.token()}` };
-    writer = { authorization: `Bearer ${await t.token('system/Patient.cruds system/Observation.cruds')}` };
+    admin = await t.client();
+    writer = await t.client('system/Patient.cruds system/Observation.cruds');
   });
   afterAll(async () => {
     await t?.close();
   });
 
-  const transaction = (entry: unknown[], auth = writer) =>
-    t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...auth, 'content-type': FHIR_JSON },
-      payload: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry }),
-    });
+  const transaction = (entry: unknown[], client = writer) =>
+    client.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry });
 
   async function stored(type: string, identifier: string): Promise<Record<string, unknown>[]> {
-    const res = await t.app.inject({
-      method: 'GET',
-      url: `/fhir/${type}?identifier=${encodeURIComponent(identifier)}`,
-      headers: admin,
-    });
+    const res = await admin.get(`/fhir/${type}?identifier=${encodeURIComponent(identifier)}`);
     expect(res.statusCode, res.body).toBe(200);
     return ((res.json() as { entry?: { resource: Record<string, unknown> }[] }).entry ?? []).map((e) => e.resource);
   }
@@ -106,12 +97,7 @@ describe.each(BACKENDS)('conditional criteria through what the same transaction 
 
   it('finds by `_has` through an Observation the Bundle created, and updates the match', async () => {
     const value = `has-${backend}`;
-    const target = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { ...admin, 'content-type': FHIR_JSON },
-      payload: JSON.stringify(patient(value)),
-    });
+    const target = await admin.post('/fhir/Patient', patient(value));
     expect(target.statusCode).toBe(201);
     const id = (target.json() as { id: string }).id;
     const reply = await transaction([
@@ -149,13 +135,7 @@ describe.each(BACKENDS)('conditional criteria through what the same transaction 
     `stops such criteria at ${WRITER_HOLD_MS} ms on the writer when costly: 422, nothing stored`,
     async () => {
       // 200,000 Patients that link to one: a chain through `link` reads each one's target's names.
-      const post = (body: unknown) =>
-        t.app.inject({
-          method: 'POST',
-          url: '/fhir/Patient',
-          headers: { ...admin, 'content-type': FHIR_JSON },
-          payload: JSON.stringify(body),
-        });
+      const post = (body: unknown) => admin.post('/fhir/Patient', body);
       const linked = await post(patient('costly-target', 'Costly'));
       const seed = await post({
         ...patient('costly-seed', 'Costly'),

@@ -8,17 +8,9 @@ import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import { BACKENDS, testDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import { httpInject } from './support/http-inject.js';
 import { startServerProcess } from './support/server-process.js';
-
-async function tokenFrom(url: string, username: string, password: string): Promise<string> {
-  const res = await fetch(`${url}/v1/ambient/api/auth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ username, password }),
-  });
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
 
 const CASES = [
   ...BACKENDS.map((backend) => ({ backend, name: backend, env: {} })),
@@ -43,19 +35,19 @@ describe.each(CASES)('crash safety on $name', ({ backend, env: extraEnv }) => {
 
     const env = { DATABASE_URL: database.url, ...extraEnv };
     const first = await startServerProcess(env);
-    const token = await tokenFrom(first.url, username, password);
+    const toFirst = httpInject(first.url);
+    const fhir = fhirClient(toFirst, await passwordToken(toFirst, username, password));
     const acknowledged = new Map<string, string>();
     let stop = false;
     const writer = async (n: number) => {
       for (let i = 0; !stop; i++) {
         try {
-          const res = await fetch(`${first.url}/fhir/Patient`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-            body: JSON.stringify({ resourceType: 'Patient', name: [{ family: `Crash${n}`, given: [String(i)] }] }),
+          const res = await fhir.create({
+            resourceType: 'Patient',
+            name: [{ family: `Crash${n}`, given: [String(i)] }],
           });
-          if (res.status !== 201) throw new Error(`unexpected ${res.status}`);
-          const body = (await res.json()) as { id: string };
+          if (res.statusCode !== 201) throw new Error(`unexpected ${res.statusCode}`);
+          const body = res.json<{ id: string }>();
           acknowledged.set(body.id, JSON.stringify(body));
         } catch {
           return; // the server died under us: this write was never acknowledged
@@ -69,21 +61,24 @@ describe.each(CASES)('crash safety on $name', ({ backend, env: extraEnv }) => {
     stop = true;
     await Promise.all(writers);
 
+    toFirst.close();
+
     const second = await startServerProcess(env);
+    const toSecond = httpInject(second.url);
     try {
-      const token2 = await tokenFrom(second.url, username, password);
-      const headers = { authorization: `Bearer ${token2}` };
+      const after = fhirClient(toSecond, await passwordToken(toSecond, username, password));
       for (const [id, body] of acknowledged) {
-        const res = await fetch(`${second.url}/fhir/Patient/${id}`, { headers });
-        expect(res.status).toBe(200);
-        expect(await res.text()).toBe(body);
+        const res = await after.get(`/fhir/Patient/${id}`);
+        expect(res.statusCode).toBe(200);
+        expect(res.body).toBe(body);
       }
       // Everything in the history is whole: each version reads back, with its content.
-      const history = await fetch(`${second.url}/fhir/Patient/_history?_count=1000`, { headers });
-      const entries = ((await history.json()) as { entry?: { resource?: { id: string } }[] }).entry ?? [];
+      const history = await after.get('/fhir/Patient/_history?_count=1000');
+      const entries = history.json<{ entry?: { resource?: { id: string } }[] }>().entry ?? [];
       expect(entries.length).toBeGreaterThanOrEqual(acknowledged.size);
       for (const entry of entries) expect(entry.resource?.id).toBeTypeOf('string');
     } finally {
+      toSecond.close();
       second.child.kill('SIGTERM');
       expect(await second.exited).toBe(0);
     }

@@ -12,6 +12,8 @@ import { openDatabase } from '../src/storage/open-database.js';
 import type { FastifyInstance } from 'fastify';
 import { postgresServersUnavailable, removeServers, startPrimary, startStandby } from './support/pg-servers.js';
 import type { PgServer } from './support/pg-servers.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const unavailable = postgresServersUnavailable();
 if (unavailable) console.warn(`failover suite skipped: ${unavailable}`);
@@ -30,7 +32,7 @@ describe.skipIf(unavailable)('failover to a promoted standby', () => {
   let primary: PgServer;
   let standby: PgServer;
   let app: FastifyInstance;
-  let headers: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     primary = await startPrimary();
@@ -44,26 +46,14 @@ describe.skipIf(unavailable)('failover to a promoted standby', () => {
     const username = `failover-${randomUUID()}`;
     await new AccountStore(admin).create({ username, password: 'pw-failover-1', scopes: ['system/*.cruds'] });
     await admin.close();
-    const login = await app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username, password: 'pw-failover-1' }).toString(),
-    });
-    headers = { authorization: `Bearer ${login.json().access_token as string}` };
+    fhir = fhirClient(app, await passwordToken(app, username, 'pw-failover-1'));
   }, 120_000);
   afterAll(async () => {
     await app?.close();
     removeServers([primary, standby]);
   });
 
-  const create = (family: string) =>
-    app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { ...headers, 'content-type': 'application/fhir+json' },
-      payload: { resourceType: 'Patient', name: [{ family }] },
-    });
+  const create = (family: string) => fhir.create({ resourceType: 'Patient', name: [{ family }] });
 
   it('writes to the primary while the standby streams synchronously', async () => {
     const created = await create('BeforeFailover');
@@ -101,7 +91,7 @@ describe.skipIf(unavailable)('failover to a promoted standby', () => {
     primary.stop('immediate');
     await expect.poll(() => statuses.has(503), { timeout: 20_000 }).toBe(true);
     // A read while there is no primary: retried on the server found next, so it waits for the promotion.
-    const read = app.inject({ url: `/fhir/Patient/${acknowledged[0]}`, headers });
+    const read = fhir.get(`/fhir/Patient/${acknowledged[0]}`);
     standby.promote();
     const promotedAt = Date.now();
     expect((await read).statusCode).toBe(200);
@@ -121,7 +111,7 @@ describe.skipIf(unavailable)('failover to a promoted standby', () => {
     const stored = await sql<{ id: string }>(standby.url, "SELECT id FROM resource WHERE type = 'Patient'");
     const ids = new Set(stored.map((r) => r.id));
     expect(acknowledged.filter((id) => !ids.has(id))).toEqual([]);
-    const readBack = await app.inject({ url: `/fhir/Patient/${acknowledged[acknowledged.length - 1]}`, headers });
+    const readBack = await fhir.get(`/fhir/Patient/${acknowledged[acknowledged.length - 1]}`);
     expect(readBack.statusCode).toBe(200);
     const ready = await app.inject({ url: '/readyz' });
     expect(ready.json()).toEqual({ status: 'ready' });

@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { FHIR_JSON } from './support/fhir-client.js';
+import type { FhirClient, Reply } from './support/fhir-client.js';
 
 const MAX_BODY_BYTES = 64 * 1024;
 
@@ -38,48 +40,40 @@ function fetchRaw(
 
 describe.each(BACKENDS)('bad input on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_MAX_BODY_BYTES: String(MAX_BODY_BYTES) });
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
-  const send = (method: 'GET' | 'POST' | 'PUT' | 'PATCH', url: string, body?: unknown, contentType?: string) =>
-    t.app.inject({
-      method,
-      url,
-      headers: { ...auth, ...(contentType ? { 'content-type': contentType } : {}) },
-      ...(body !== undefined ? { payload: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
-    });
-  const expectOutcome = (res: Awaited<ReturnType<typeof send>>, status: number, mentions: string) => {
+  const expectOutcome = (res: Reply, status: number, mentions: string) => {
     expect(res.statusCode, res.body.slice(0, 500)).toBe(status);
     expect(res.json().resourceType).toBe('OperationOutcome');
     expect(JSON.stringify(res.json().issue)).toContain(mentions);
   };
-  const newPatient = async () => (await send('POST', '/fhir/Patient', { resourceType: 'Patient' })).json().id as string;
-  const versionOf = async (id: string) => (await send('GET', `/fhir/Patient/${id}`)).json().meta.versionId;
+  const newPatient = async () => (await fhir.post('/fhir/Patient', { resourceType: 'Patient' })).json().id as string;
+  const versionOf = async (id: string) => (await fhir.get(`/fhir/Patient/${id}`)).json().meta.versionId;
 
   it('a body without Content-Type, or with one the route does not take: 415 naming what it takes', async () => {
-    const { 'content-type': _json, ...tokenOnly } = auth;
     const bare = await t.app.inject({
       method: 'POST',
       url: '/fhir/Patient',
-      headers: tokenOnly,
+      headers: fhir.auth,
       payload: Buffer.from(JSON.stringify({ resourceType: 'Patient' })),
     });
     expectOutcome(bare, 415, 'takes application/fhir+json (or application/json');
     expectOutcome(bare, 415, 'sent with no Content-Type');
-    const patch = await send('PATCH', `/fhir/Patient/${await newPatient()}`, '[]', 'text/plain');
+    const patch = await fhir.patch(`/fhir/Patient/${await newPatient()}`, '[]', { 'content-type': 'text/plain' });
     expectOutcome(patch, 415, 'application/json-patch+json (JSON Patch) or application/fhir+json');
     expectOutcome(patch, 415, 'Content-Type: text/plain');
-    const search = await send('POST', '/fhir/Patient/_search', 'name=x', 'text/csv');
+    const search = await fhir.post('/fhir/Patient/_search', 'name=x', { 'content-type': 'text/csv' });
     expectOutcome(search, 415, 'takes application/x-www-form-urlencoded');
   });
 
   it('$validate with a parameter that is not an array of objects: 400 naming Parameters.parameter', async () => {
     for (const parameter of ['x', [null], [1], 5]) {
-      const res = await send('POST', '/fhir/Patient/$validate', { resourceType: 'Parameters', parameter });
+      const res = await fhir.post('/fhir/Patient/$validate', { resourceType: 'Parameters', parameter });
       expectOutcome(res, 400, 'Parameters.parameter');
     }
   });
@@ -100,7 +94,7 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
         ]),
       ],
     ]) {
-      const res = await send('PATCH', `/fhir/Patient/${id}`, { resourceType: 'Parameters', parameter });
+      const res = await fhir.patch(`/fhir/Patient/${id}`, { resourceType: 'Parameters', parameter });
       expect(res.statusCode, res.body.slice(0, 300)).toBe(400);
       expect(res.json().resourceType).toBe('OperationOutcome');
     }
@@ -108,9 +102,9 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
   });
 
   it('a transaction or batch whose entry is null: 400 naming the entry (batch: that entry fails)', async () => {
-    const transaction = await send('POST', '/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [null] });
+    const transaction = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [null] });
     expectOutcome(transaction, 400, 'Bundle.entry[0]');
-    const batch = await send('POST', '/fhir', { resourceType: 'Bundle', type: 'batch', entry: [null, 'x'] });
+    const batch = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'batch', entry: [null, 'x'] });
     expect(batch.statusCode).toBe(200);
     expect(batch.json().entry.map((e: { response: { status: string } }) => e.response.status)).toEqual([
       '400 Bad Request',
@@ -126,12 +120,12 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
       request: { method: 'PATCH', url: `Patient/${id}` },
     };
     entry.resource.data = Buffer.from(JSON.stringify(patch)).toString('base64');
-    const transaction = await send('POST', '/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [entry] });
+    const transaction = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [entry] });
     expectOutcome(transaction, 400, 'nested deeper than 64 levels');
-    const batch = await send('POST', '/fhir', { resourceType: 'Bundle', type: 'batch', entry: [entry] });
+    const batch = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'batch', entry: [entry] });
     expect(batch.json().entry[0].response.status).toBe('400 Bad Request');
     const garbled = { ...entry, resource: { ...entry.resource, data: Buffer.from('[{').toString('base64') } };
-    const notJson = await send('POST', '/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [garbled] });
+    const notJson = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry: [garbled] });
     expectOutcome(notJson, 400, 'not valid JSON');
     expect(await versionOf(id)).toBe('1');
   });
@@ -144,7 +138,7 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
       { op: 'add', path: '/extension', value: [nestedExtension(29)] },
       { op: 'add', path: deepest, value: nestedExtension(29) },
     ];
-    const tooDeep = await send('PATCH', `/fhir/Patient/${id}`, deeper, 'application/json-patch+json');
+    const tooDeep = await fhir.patch(`/fhir/Patient/${id}`, deeper);
     expectOutcome(tooDeep, 422, 'nested deeper than 64 levels');
 
     // Each copy of the extension into itself doubles the resource: 14 copies make ~1 MB from ~100 bytes.
@@ -152,7 +146,7 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
       { op: 'add', path: '/extension', value: [nestedExtension(1)] },
       ...Array.from({ length: 14 }, () => ({ op: 'copy', from: '/extension/0', path: '/extension/0/extension/-' })),
     ];
-    const tooLarge = await send('PATCH', `/fhir/Patient/${id}`, doubling, 'application/json-patch+json');
+    const tooLarge = await fhir.patch(`/fhir/Patient/${id}`, doubling);
     expectOutcome(tooLarge, 422, String(MAX_BODY_BYTES));
     expect(await versionOf(id)).toBe('1');
   });
@@ -164,7 +158,7 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
       const res = await fetchRaw(
         `${address}${path}`,
         method,
-        auth,
+        { ...fhir.auth, 'content-type': FHIR_JSON },
         body === undefined ? undefined : JSON.stringify(body),
       );
       return { statusCode: res.status, json: () => JSON.parse(res.body) as { issue: unknown[] }, body: res.body };
@@ -178,7 +172,7 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
         expect(res.statusCode, `${id}: ${res.body.slice(0, 300)}`).toBe(400);
         expect(JSON.stringify(res.json().issue)).toContain('relative path segment');
       }
-      const transaction = await send('POST', '/fhir', {
+      const transaction = await fhir.post('/fhir', {
         resourceType: 'Bundle',
         type: 'transaction',
         entry: [{ resource: { resourceType: 'Patient', id }, request: { method: 'PUT', url: `Patient/${id}` } }],
@@ -190,9 +184,9 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
   it('FHIR answers (data, searches, errors) say Cache-Control: no-store; the CapabilityStatement may be cached', async () => {
     const id = await newPatient();
     for (const res of [
-      await send('GET', `/fhir/Patient/${id}`),
-      await send('GET', '/fhir/Patient?_id=' + id),
-      await send('GET', '/fhir/Patient/unknown-id'),
+      await fhir.get(`/fhir/Patient/${id}`),
+      await fhir.get('/fhir/Patient?_id=' + id),
+      await fhir.get('/fhir/Patient/unknown-id'),
       await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}` }),
     ]) {
       expect(res.headers['cache-control']).toBe('no-store');

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const MAX_BODY = 64 * 1024;
 
@@ -19,7 +20,7 @@ function pdfBytes(): Buffer {
 
 describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
   let t: TestApp;
-  let bearer: string;
+  let fhir: FhirClient;
   const pdf = pdfBytes();
 
   beforeAll(async () => {
@@ -27,19 +28,19 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
       AMBIENT_MAX_BODY_BYTES: String(MAX_BODY),
       AMBIENT_CORS_ORIGINS: 'https://app.example',
     });
-    bearer = `Bearer ${await t.token('system/*.cruds')}`;
+    fhir = await t.client('system/*.cruds');
   });
   afterAll(async () => t?.close());
 
+  /** Raw bytes with only the headers given: a Binary's media type is the request's own (or none). */
   const send = (
     method: 'POST' | 'PUT',
     url: string,
     payload: Buffer | string,
     headers: Record<string, string> = {},
-    authorization = bearer,
-  ) => t.app.inject({ method, url, payload, headers: { authorization, ...headers } });
-  const get = (url: string, headers: Record<string, string> = {}, authorization = bearer) =>
-    t.app.inject({ method: 'GET', url, headers: { authorization, ...headers } });
+    client = fhir,
+  ) => t.app.inject({ method, url, payload, headers: { ...client.auth, ...headers } });
+  const get = (url: string, headers: Record<string, string> = {}, client = fhir) => client.get(url, headers);
   const createPdf = async () => {
     const res = await send('POST', '/fhir/Binary', pdf, { 'content-type': 'application/pdf' });
     expect(res.statusCode, res.body).toBe(201);
@@ -76,7 +77,7 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
 
   it('answers HEAD with the headers of the content and no body', async () => {
     const id = await createPdf();
-    const res = await t.app.inject({ method: 'HEAD', url: `/fhir/Binary/${id}`, headers: { authorization: bearer } });
+    const res = await fhir.request('HEAD', `/fhir/Binary/${id}`);
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('application/pdf');
     expect(res.headers.etag).toBe('W/"1"');
@@ -336,13 +337,13 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
 
   it('checks the Binary scopes: read, create and update each need theirs', async () => {
     const id = await createPdf();
-    const patientOnly = `Bearer ${await t.token('system/Patient.cruds')}`;
+    const patientOnly = await t.client('system/Patient.cruds');
     expect((await get(`/fhir/Binary/${id}`, {}, patientOnly)).statusCode).toBe(403);
     const refused = await send('POST', '/fhir/Binary', pdf, { 'content-type': 'application/pdf' }, patientOnly);
     expect(refused.statusCode).toBe(403);
     expect(refused.json().issue[0].diagnostics).toContain('system/Binary.c');
 
-    const readOnly = `Bearer ${await t.token('system/Binary.r')}`;
+    const readOnly = await t.client('system/Binary.r');
     const read = await get(`/fhir/Binary/${id}`, {}, readOnly);
     expect(read.statusCode).toBe(200);
     expect(read.rawPayload.equals(pdf)).toBe(true);
@@ -351,7 +352,7 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
     expect(update.json().issue[0].diagnostics).toContain('system/Binary.u');
 
     // Writing is not reading (SMART v2): a create-only token gets no content back.
-    const createOnly = `Bearer ${await t.token('system/Binary.c')}`;
+    const createOnly = await t.client('system/Binary.c');
     const created = await send('POST', '/fhir/Binary', pdf, { 'content-type': 'application/pdf' }, createOnly);
     expect(created.statusCode).toBe(201);
     expect(created.body).toBe('');
@@ -399,7 +400,7 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
 
   it('works with fhir-kit-client (FHIR JSON) and with a plain HTTP client (raw) over a real socket', async () => {
     const address = await t.app.listen({ host: '127.0.0.1', port: 0 });
-    const client = new Client({ baseUrl: `${address}/fhir`, bearerToken: bearer.slice('Bearer '.length) });
+    const client = new Client({ baseUrl: `${address}/fhir`, bearerToken: fhir.token });
     const created = (await client.create({
       resourceType: 'Binary',
       body: { resourceType: 'Binary', contentType: 'application/pdf', data: pdf.toString('base64') },
@@ -407,17 +408,17 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
     const read = (await client.read({ resourceType: 'Binary', id: created.id })) as unknown as { data: string };
     expect(Buffer.from(read.data, 'base64').equals(pdf)).toBe(true);
 
-    const raw = await fetch(`${address}/fhir/Binary/${created.id}`, { headers: { authorization: bearer } });
+    const raw = await fetch(`${address}/fhir/Binary/${created.id}`, { headers: fhir.auth });
     expect(raw.status).toBe(200);
     expect(raw.headers.get('content-type')).toBe('application/pdf');
     expect(Buffer.from(await raw.arrayBuffer()).equals(pdf)).toBe(true);
     const upload = await fetch(`${address}/fhir/Binary/${created.id}`, {
       method: 'PUT',
-      headers: { authorization: bearer, 'content-type': 'application/pdf' },
+      headers: { ...fhir.auth, 'content-type': 'application/pdf' },
       body: pdf.subarray(0, 1000),
     });
     expect(upload.status).toBe(200);
-    const again = await fetch(`${address}/fhir/Binary/${created.id}`, { headers: { authorization: bearer } });
+    const again = await fetch(`${address}/fhir/Binary/${created.id}`, { headers: fhir.auth });
     expect(Buffer.from(await again.arrayBuffer()).equals(pdf.subarray(0, 1000))).toBe(true);
   });
 });

@@ -4,22 +4,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 type Entry = { fullUrl?: string; resource?: Record<string, unknown>; request: Record<string, unknown> };
 const bundle = (type: 'batch' | 'transaction', entry: Entry[]) => ({ resourceType: 'Bundle', type, entry });
 
 describe.each(BACKENDS)('Bundles on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_MAX_BUNDLE_ENTRIES: '50' });
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
-  const post = (body: unknown, url = '/fhir', headers: Record<string, string> = {}) =>
-    t.app.inject({ method: 'POST', url, headers: { ...auth, ...headers }, payload: JSON.stringify(body) });
-  const read = (reference: string) => t.app.inject({ method: 'GET', url: `/fhir/${reference}`, headers: auth });
+  const post = (body: unknown, url = '/fhir', headers: Record<string, string> = {}) => fhir.post(url, body, headers);
+  const read = (reference: string) => fhir.get(`/fhir/${reference}`);
 
   describe('transaction', () => {
     it('creates, resolves urn:uuid references everywhere, and answers in entry order', async () => {
@@ -303,17 +303,11 @@ describe.each(BACKENDS)('Bundles on %s', (backend) => {
     });
 
     it('checks scopes per entry', async () => {
-      const readOnly = { ...auth, authorization: `Bearer ${await t.token('system/*.rs')}` };
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir',
-        headers: readOnly,
-        payload: JSON.stringify(
-          bundle('transaction', [
-            { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
-          ]),
-        ),
-      });
+      const readOnly = await t.client('system/*.rs');
+      const res = await readOnly.post(
+        '/fhir',
+        bundle('transaction', [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }]),
+      );
       expect(res.statusCode).toBe(403);
       expect(res.json().issue[0].diagnostics).toContain('Bundle.entry[0]');
     });
@@ -331,11 +325,7 @@ describe.each(BACKENDS)('Bundles on %s', (backend) => {
       expect(first.status).toBe('201 Created');
       expect(second.status).toBe('200 OK');
       expect(second.location).toBe(first.location);
-      const found = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Patient?identifier=${encodeURIComponent(`http://example.org/mrn|${value}`)}`,
-        headers: auth,
-      });
+      const found = await fhir.get(`/fhir/Patient?identifier=${encodeURIComponent(`http://example.org/mrn|${value}`)}`);
       expect(found.json().entry).toHaveLength(1);
     });
 

@@ -4,12 +4,13 @@
 // narrow `*` and `$everything`, and `$everything` pages visit every resource once, even across writes
 // and from another server process.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assembleApp } from '../src/assemble.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient, linkOf, pathOf } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 interface Entry {
   fullUrl?: string;
@@ -28,41 +29,28 @@ const BASE = `${TEST_PUBLIC_URL}/fhir`;
 const keyOf = (e: Entry) => `${e.resource.resourceType}/${e.resource.id}`;
 const matches = (b: Bundle) => (b.entry ?? []).filter((e) => e.search?.mode === 'match').map(keyOf);
 const included = (b: Bundle) => (b.entry ?? []).filter((e) => e.search?.mode === 'include').map(keyOf);
-const nextOf = (b: Bundle) => b.link.find((l) => l.relation === 'next')?.url;
+const nextOf = (b: Bundle) => linkOf(b, 'next');
 
 describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
   let t: TestApp;
-  let admin: Record<string, string>;
+  let admin: FhirClient;
   const tag = randomUUID().slice(0, 8);
   const ids: Record<string, string> = {};
-  const headersFor = async (scopes: string) => ({
-    authorization: `Bearer ${await t.token(scopes)}`,
-    'content-type': 'application/fhir+json',
-  });
-  const create = async (resource: Record<string, unknown>): Promise<string> => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${resource.resourceType as string}`,
-      headers: admin,
-      payload: JSON.stringify(resource),
-    });
+  const create = async (resource: { resourceType: string; [k: string]: unknown }): Promise<string> => {
+    const res = await admin.create(resource);
     expect(res.statusCode, res.body).toBe(201);
     return `${resource.resourceType as string}/${res.json().id as string}`;
   };
-  const get = async (url: string, headers = admin, app: FastifyInstance = t.app) => {
-    const res = await app.inject({
-      method: 'GET',
-      url: url.startsWith('http') ? url.slice(TEST_PUBLIC_URL.length) : url,
-      headers,
-    });
+  const get = async (url: string, client = admin, headers: Record<string, string> = {}) => {
+    const res = await client.get(pathOf(url), headers);
     return { status: res.statusCode, body: res.json() as Bundle & { issue?: { code: string; diagnostics: string }[] } };
   };
   /** Follows next links from `url`, returning every page. */
-  const walk = async (url: string, headers = admin): Promise<Bundle[]> => {
+  const walk = async (url: string, client = admin): Promise<Bundle[]> => {
     const pages: Bundle[] = [];
     let next: string | undefined = url;
     while (next) {
-      const { status, body } = await get(next, headers);
+      const { status, body } = await get(next, client);
       expect(status, JSON.stringify(body)).toBe(200);
       pages.push(body);
       next = nextOf(body);
@@ -73,7 +61,7 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    admin = await headersFor('system/*.cruds');
+    admin = await t.client('system/*.cruds');
     ids.doctor = await create({ resourceType: 'Practitioner', name: [{ family: `Doc${tag}` }] });
     ids.org = await create({ resourceType: 'Organization', name: `Org ${tag}` });
     ids.med = await create({ resourceType: 'Medication', code: { text: `med ${tag}` } });
@@ -184,13 +172,8 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
     });
 
     it('POST [compartment]/[id]/[type]/_search and POST [compartment]/[id]/_search (http.html#search)', async () => {
-      const post = async (url: string, form: string, headers: Record<string, string> = admin) => {
-        const res = await t.app.inject({
-          method: 'POST',
-          url,
-          headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
-          payload: form,
-        });
+      const post = async (url: string, form: string, client = admin) => {
+        const res = await client.postForm(url, form);
         return {
           status: res.statusCode,
           body: res.json() as Bundle & { issue?: { code: string; diagnostics: string }[] },
@@ -211,7 +194,7 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       expect([...matches(star.body), ...rest.map(matches).flat()].sort()).toEqual(compartmentMembers().sort());
 
       // Scopes as for GET: `*` narrowed silently, a named type the caller may not search 403.
-      const narrow = await headersFor('system/Observation.s system/Patient.s');
+      const narrow = await t.client('system/Observation.s system/Patient.s');
       const narrowStar = await post(`/fhir/${ids.patient}/_search`, '', narrow);
       expect(matches(narrowStar.body).sort()).toEqual([ids.patient, ids.obs2020, ids.obs2021, ids.obs2022].sort());
       const forbidden = await post(`/fhir/${ids.patient}/Condition/_search`, '', narrow);
@@ -219,19 +202,9 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       expect(forbidden.body.issue![0].code).toBe('forbidden');
 
       // A body that is not a form: 415; another method on the path: 405; no such compartment: 404.
-      const json = await t.app.inject({
-        method: 'POST',
-        url: `/fhir/${ids.patient}/Observation/_search`,
-        headers: admin,
-        payload: JSON.stringify({ code: 'x' }),
-      });
+      const json = await admin.post(`/fhir/${ids.patient}/Observation/_search`, { code: 'x' });
       expect(json.statusCode).toBe(415);
-      const put = await t.app.inject({
-        method: 'PUT',
-        url: `/fhir/${ids.patient}/_search`,
-        headers: admin,
-        payload: '{}',
-      });
+      const put = await admin.put(`/fhir/${ids.patient}/_search`, '{}');
       expect(put.statusCode).toBe(405);
       const notCompartment = await post(`/fhir/${ids.obs2020}/_search`, '');
       expect(notCompartment.status).toBe(404);
@@ -239,7 +212,7 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
     });
 
     it('`*` leaves out silently the types the caller may not search; a named one is 403', async () => {
-      const narrow = await headersFor('system/Observation.s system/Patient.s');
+      const narrow = await t.client('system/Observation.s system/Patient.s');
       const star = await get(`/fhir/${ids.patient}/*`, narrow);
       expect(star.status).toBe(200);
       expect(matches(star.body).sort()).toEqual([ids.patient, ids.obs2020, ids.obs2021, ids.obs2022].sort());
@@ -263,18 +236,13 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
     });
 
     it('works as a batch entry, and as a transaction entry that sees the transaction’s writes', async () => {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir',
-        headers: admin,
-        payload: JSON.stringify({
-          resourceType: 'Bundle',
-          type: 'batch',
-          entry: [
-            { request: { method: 'GET', url: `${ids.patient}/Observation?date=2021` } },
-            { request: { method: 'GET', url: `${BASE}/${ids.patient}/Practitioner` } },
-          ],
-        }),
+      const res = await admin.post('/fhir', {
+        resourceType: 'Bundle',
+        type: 'batch',
+        entry: [
+          { request: { method: 'GET', url: `${ids.patient}/Observation?date=2021` } },
+          { request: { method: 'GET', url: `${BASE}/${ids.patient}/Practitioner` } },
+        ],
       });
       expect(res.statusCode, res.body).toBe(200);
       const [found, refused] = res.json().entry;
@@ -282,27 +250,22 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       expect(matches(found.resource)).toEqual([ids.obs2021]);
       expect(refused.response.status).toMatch(/^400/);
 
-      const tx = await t.app.inject({
-        method: 'POST',
-        url: '/fhir',
-        headers: admin,
-        payload: JSON.stringify({
-          resourceType: 'Bundle',
-          type: 'transaction',
-          entry: [
-            {
-              fullUrl: 'urn:uuid:6f1b2c4e-0000-4000-8000-000000000001',
-              resource: {
-                resourceType: 'Flag',
-                status: 'active',
-                code: { text: tag },
-                subject: { reference: ids.other },
-              },
-              request: { method: 'POST', url: 'Flag' },
+      const tx = await admin.post('/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          {
+            fullUrl: 'urn:uuid:6f1b2c4e-0000-4000-8000-000000000001',
+            resource: {
+              resourceType: 'Flag',
+              status: 'active',
+              code: { text: tag },
+              subject: { reference: ids.other },
             },
-            { request: { method: 'GET', url: `${ids.other}/Flag` } },
-          ],
-        }),
+            request: { method: 'POST', url: 'Flag' },
+          },
+          { request: { method: 'GET', url: `${ids.other}/Flag` } },
+        ],
       });
       expect(tx.statusCode, tx.body).toBe(200);
       const [, search] = tx.json().entry;
@@ -324,12 +287,11 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
         ['DELETE', `/fhir/${ids.patient}/*`],
         ['POST', `/fhir/${ids.patient}/$everything`],
       ] as const) {
-        const res = await t.app.inject({ method, url, headers: admin, payload: method === 'POST' ? '{}' : undefined });
+        const res = await admin.request(method, url, method === 'POST' ? '{}' : undefined);
         expect(res.statusCode, `${method} ${url}`).toBe(405);
         expect(res.json().resourceType).toBe('OperationOutcome');
       }
-      const unknownParam = await get(`/fhir/${ids.patient}/Observation?nonsense=1`, {
-        ...admin,
+      const unknownParam = await get(`/fhir/${ids.patient}/Observation?nonsense=1`, admin, {
         prefer: 'handling=strict',
       });
       expect(unknownParam.status).toBe(400);
@@ -363,12 +325,7 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       // Written between pages: an update of a resource already seen and a new member.
       const [type, id] = seen[0].split('/');
       const current = (await get(`/fhir/${type}/${id}`)).body as unknown as Record<string, unknown>;
-      await t.app.inject({
-        method: 'PUT',
-        url: `/fhir/${type}/${id}`,
-        headers: admin,
-        payload: JSON.stringify({ ...current, meta: undefined, language: 'en' }),
-      });
+      await admin.put(`/fhir/${type}/${id}`, { ...current, meta: undefined, language: 'en' });
       const added = await create({
         resourceType: 'Observation',
         status: 'final',
@@ -386,7 +343,7 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       const other = await assembleApp(t.config);
       await other.ready();
       try {
-        const second = await get(nextOf(first.body)!, admin, other);
+        const second = await get(nextOf(first.body)!, fhirClient(other, admin.token));
         expect(second.status).toBe(200);
         const own = await get(nextOf(first.body)!);
         expect(matches(second.body)).toEqual(matches(own.body));
@@ -427,12 +384,12 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
     });
 
     it('filters every type by the read scopes; needs read on the Patient', async () => {
-      const narrow = await headersFor('system/Patient.r system/Observation.r');
+      const narrow = await t.client('system/Patient.r system/Observation.r');
       const { status, body } = await get(everything('?_count=100'), narrow);
       expect(status).toBe(200);
       expect(matches(body).sort()).toEqual([ids.patient, ids.obs2020, ids.obs2021, ids.obs2022, ids.late].sort());
       expect(included(body)).toEqual([]);
-      const noPatient = await headersFor('system/Observation.rs');
+      const noPatient = await t.client('system/Observation.rs');
       const refused = await get(everything(), noPatient);
       expect(refused.status).toBe(403);
       expect(refused.body.issue![0].code).toBe('forbidden');
@@ -485,7 +442,7 @@ describe.each(BACKENDS)('compartments and $everything on %s', (backend) => {
       `/fhir/Patient/${p.split('/')[1]}/Observation/extra`,
     ];
     for (const url of urls) {
-      const res = await t.app.inject({ method: 'GET', url, headers: admin });
+      const res = await admin.get(url);
       expect(res.statusCode, `${url}: ${res.body.slice(0, 300)}`).toBeLessThan(500);
       if (res.statusCode >= 400) expect(res.json().resourceType, url).toBe('OperationOutcome');
     }

@@ -4,13 +4,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
@@ -21,14 +22,8 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
     ...extra,
   });
   const create = (body: unknown, ifNoneExist?: string) =>
-    t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { ...auth, ...(ifNoneExist ? { 'if-none-exist': ifNoneExist } : {}) },
-      payload: JSON.stringify(body),
-    });
-  const search = async (query: string) =>
-    (await t.app.inject({ method: 'GET', url: `/fhir/Patient?${query}`, headers: auth })).json().entry ?? [];
+    fhir.post('/fhir/Patient', body, ifNoneExist ? { 'if-none-exist': ifNoneExist } : {});
+  const search = async (query: string) => (await fhir.get(`/fhir/Patient?${query}`)).json().entry ?? [];
 
   it('creates once with If-None-Exist, then answers the existing resource (200)', async () => {
     const value = randomUUID();
@@ -64,12 +59,7 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
   it('updates conditionally: none → 201, one → 200 on that id, several → 412', async () => {
     const value = randomUUID();
     const put = (body: unknown) =>
-      t.app.inject({
-        method: 'PUT',
-        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
-        headers: auth,
-        payload: JSON.stringify(body),
-      });
+      fhir.put(`/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`, body);
     const created = await put(patientWith(value, { gender: 'female' }));
     expect(created.statusCode).toBe(201);
     const updated = await put(patientWith(value, { gender: 'male' }));
@@ -83,14 +73,9 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
   it('deletes conditionally: one match → deleted; none → 204; several → 412', async () => {
     const value = randomUUID();
     const id = (await create(patientWith(value))).json().id;
-    const del = (v: string) =>
-      t.app.inject({
-        method: 'DELETE',
-        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`,
-        headers: auth,
-      });
+    const del = (v: string) => fhir.delete(`/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`);
     expect((await del(value)).statusCode).toBe(204);
-    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).statusCode).toBe(410);
+    expect((await fhir.get(`/fhir/Patient/${id}`)).statusCode).toBe(410);
     expect((await del(randomUUID())).statusCode).toBe(204);
     const twice = randomUUID();
     await create(patientWith(twice));
@@ -102,16 +87,14 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
     const value = randomUUID();
     const id = (await create(patientWith(value))).json().id;
     const patch = (v: string, operations: unknown[], headers: Record<string, string> = {}) =>
-      t.app.inject({
-        method: 'PATCH',
-        url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`,
-        headers: { ...auth, 'content-type': 'application/json-patch+json', ...headers },
-        payload: JSON.stringify(operations),
+      fhir.patch(`/fhir/Patient?identifier=${encodeURIComponent(`${system}|${v}`)}`, operations, {
+        'content-type': 'application/json-patch+json',
+        ...headers,
       });
     const patched = await patch(value, [{ op: 'add', path: '/gender', value: 'female' }]);
     expect(patched.statusCode, patched.body).toBe(200);
     expect(patched.json()).toMatchObject({ id, gender: 'female', meta: { versionId: '2' } });
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().gender).toBe('female');
     const stale = await patch(value, [{ op: 'replace', path: '/gender', value: 'male' }], { 'if-match': 'W/"1"' });
     expect(stale.statusCode).toBe(412);
@@ -129,116 +112,91 @@ describe.each(BACKENDS)('conditional interactions on %s', (backend) => {
     const value = randomUUID();
     const id = (await create(patientWith(value))).json().id;
     const operations = [{ op: 'add', path: '/birthDate', value: '1970-01-01' }];
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: auth,
-      payload: JSON.stringify({
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          {
-            resource: {
-              resourceType: 'Binary',
-              contentType: 'application/json-patch+json',
-              data: Buffer.from(JSON.stringify(operations)).toString('base64'),
-            },
-            request: { method: 'PATCH', url: `Patient?identifier=${encodeURIComponent(`${system}|${value}`)}` },
+    const res = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          resource: {
+            resourceType: 'Binary',
+            contentType: 'application/json-patch+json',
+            data: Buffer.from(JSON.stringify(operations)).toString('base64'),
           },
-        ],
-      }),
+          request: { method: 'PATCH', url: `Patient?identifier=${encodeURIComponent(`${system}|${value}`)}` },
+        },
+      ],
     });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().entry[0].response).toMatchObject({ status: '200 OK', etag: 'W/"2"' });
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().birthDate).toBe('1970-01-01');
 
     // Refused before the body is read: the criteria are a search.
-    const updateOnly = { authorization: `Bearer ${await t.token('system/Patient.u')}` };
-    const refused = await t.app.inject({
-      method: 'PATCH',
-      url: `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
-      headers: { ...updateOnly, 'content-type': 'application/json-patch+json' },
-      payload: JSON.stringify([{ op: 'add', path: '/gender', value: 'male' }]),
-    });
-    expect(refused.statusCode).toBe(403);
-    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).json().gender).toBe(
-      undefined,
+    const updateOnly = await t.client('system/Patient.u');
+    const refused = await updateOnly.patch(
+      `/fhir/Patient?identifier=${encodeURIComponent(`${system}|${value}`)}`,
+      [{ op: 'add', path: '/gender', value: 'male' }],
+      { 'content-type': 'application/json-patch+json' },
     );
+    expect(refused.statusCode).toBe(403);
+    expect((await fhir.get(`/fhir/Patient/${id}`)).json().gender).toBe(undefined);
   });
 
   it('resolves conditional references and ifNoneExist inside a transaction', async () => {
     const npi = randomUUID();
-    const practitioner = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Practitioner',
-      headers: auth,
-      payload: JSON.stringify({
-        resourceType: 'Practitioner',
-        identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: npi }],
-      }),
+    const practitioner = await fhir.post('/fhir/Practitioner', {
+      resourceType: 'Practitioner',
+      identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: npi }],
     });
     const patientValue = randomUUID();
     const existing = (await create(patientWith(patientValue))).json();
     const patientUrl = `urn:uuid:${randomUUID()}`;
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: auth,
-      payload: JSON.stringify({
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          {
-            fullUrl: patientUrl,
-            resource: patientWith(patientValue),
-            request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=${system}|${patientValue}` },
+    const res = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          fullUrl: patientUrl,
+          resource: patientWith(patientValue),
+          request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=${system}|${patientValue}` },
+        },
+        {
+          resource: {
+            resourceType: 'Encounter',
+            status: 'finished',
+            class: { code: 'AMB' },
+            subject: { reference: patientUrl },
+            participant: [
+              { individual: { reference: `Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|${npi}` } },
+            ],
           },
-          {
-            resource: {
-              resourceType: 'Encounter',
-              status: 'finished',
-              class: { code: 'AMB' },
-              subject: { reference: patientUrl },
-              participant: [
-                { individual: { reference: `Practitioner?identifier=http://hl7.org/fhir/sid/us-npi|${npi}` } },
-              ],
-            },
-            request: { method: 'POST', url: 'Encounter' },
-          },
-        ],
-      }),
+          request: { method: 'POST', url: 'Encounter' },
+        },
+      ],
     });
     expect(res.statusCode, res.body).toBe(200);
     const [patientEntry, encounterEntry] = res.json().entry;
     expect(patientEntry.response.status).toBe('200 OK');
-    const encounter = (
-      await t.app.inject({ method: 'GET', url: `/fhir/${encounterEntry.response.location}`, headers: auth })
-    ).json();
+    const encounter = (await fhir.get(`/fhir/${encounterEntry.response.location}`)).json();
     expect(encounter.subject.reference).toBe(`Patient/${existing.id}`);
     expect(encounter.participant[0].individual.reference).toBe(`Practitioner/${practitioner.json().id}`);
   });
 
   it('fails a transaction whose conditional reference matches nothing', async () => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: auth,
-      payload: JSON.stringify({
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          {
-            resource: {
-              resourceType: 'Observation',
-              status: 'final',
-              code: { text: 'x' },
-              subject: { reference: `Patient?identifier=${system}|${randomUUID()}` },
-            },
-            request: { method: 'POST', url: 'Observation' },
+    const res = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          resource: {
+            resourceType: 'Observation',
+            status: 'final',
+            code: { text: 'x' },
+            subject: { reference: `Patient?identifier=${system}|${randomUUID()}` },
           },
-        ],
-      }),
+          request: { method: 'POST', url: 'Observation' },
+        },
+      ],
     });
     expect(res.statusCode).toBe(412);
     expect(res.json().issue[0].diagnostics).toContain('matches no resource');

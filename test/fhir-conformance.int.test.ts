@@ -5,34 +5,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 type Entry = { fullUrl?: string; resource?: Record<string, unknown>; request: Record<string, unknown> };
 const bundle = (type: 'batch' | 'transaction', entry: Entry[]) => ({ resourceType: 'Bundle', type, entry });
 
 describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
   let t: TestApp;
-  let token: string;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_REFERENTIAL_INTEGRITY: '1' });
-    token = await t.token();
-    auth = { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
-  const post = (body: unknown) =>
-    t.app.inject({ method: 'POST', url: '/fhir', headers: auth, payload: JSON.stringify(body) });
-  const get = (url: string, headers: Record<string, string> = {}) =>
-    t.app.inject({ method: 'GET', url, headers: { authorization: auth.authorization, ...headers } });
+  const post = (body: unknown) => fhir.post('/fhir', body);
 
   it('resolves a relative reference against an absolute fullUrl base to the entry it names', async () => {
     // An unrelated local Patient/0 exists: the reference must not land on it.
-    const local = await t.app.inject({
-      method: 'PUT',
-      url: '/fhir/Patient/0',
-      headers: auth,
-      payload: JSON.stringify({ resourceType: 'Patient', id: '0', name: [{ family: 'Local' }] }),
-    });
+    const local = await fhir.put('/fhir/Patient/0', { resourceType: 'Patient', id: '0', name: [{ family: 'Local' }] });
     expect([200, 201]).toContain(local.statusCode);
     const res = await post(
       bundle('transaction', [
@@ -58,7 +49,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       .json()
       .entry.map((e: { response: { location: string } }) => e.response.location.replace(/\/_history\/1$/, ''));
     expect(patientLoc).not.toBe('Patient/0');
-    const observation = (await get(`/fhir/${observationLoc}`)).json();
+    const observation = (await fhir.get(`/fhir/${observationLoc}`)).json();
     expect(observation.subject.reference).toBe(patientLoc);
   });
 
@@ -79,7 +70,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
     );
     expect(res.statusCode, res.body).toBe(200);
     const location = res.json().entry[0].response.location.replace(/\/_history\/1$/, '');
-    expect((await get(`/fhir/${location}`)).json().subject.reference).toBe('Patient/0');
+    expect((await fhir.get(`/fhir/${location}`)).json().subject.reference).toBe('Patient/0');
   });
 
   it('answers GET metadata in a batch and a transaction with the CapabilityStatement', async () => {
@@ -103,7 +94,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
     ];
     it.each(notAcceptable)('answers 406 with an OperationOutcome to Accept: %s', async (accept) => {
       for (const url of ['/fhir/metadata', '/fhir/Patient']) {
-        const res = await get(url, { accept });
+        const res = await fhir.get(url, { accept });
         expect(res.statusCode, `${url} ${res.body}`).toBe(406);
         expect(res.json().resourceType).toBe('OperationOutcome');
       }
@@ -121,18 +112,18 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
     ];
     it.each(acceptable)('answers JSON to Accept: %s', async (accept) => {
-      const res = await get('/fhir/Patient', accept === undefined ? {} : { accept });
+      const res = await fhir.get('/fhir/Patient', accept === undefined ? {} : { accept });
       expect(res.statusCode, res.body).toBe(200);
       expect(res.headers['content-type']).toMatch(/^application\/fhir\+json/);
     });
 
     it('lets _format=json win over an Accept without JSON, and _format=xml still answers 406', async () => {
-      expect((await get('/fhir/Patient?_format=json', { accept: 'application/fhir+xml' })).statusCode).toBe(200);
-      expect((await get('/fhir/Patient?_format=xml')).statusCode).toBe(406);
+      expect((await fhir.get('/fhir/Patient?_format=json', { accept: 'application/fhir+xml' })).statusCode).toBe(200);
+      expect((await fhir.get('/fhir/Patient?_format=xml')).statusCode).toBe(406);
     });
 
     it('leaves the token endpoint and the scribe API answering JSON', async () => {
-      const templates = await get('/v1/ambient/api/templates', { accept: 'text/plain' });
+      const templates = await fhir.get('/v1/ambient/api/templates', { accept: 'text/plain' });
       expect(templates.statusCode, templates.body).toBe(200);
       expect(templates.headers['content-type']).toMatch(/^application\/json/);
     });
@@ -143,7 +134,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
     let rest: Record<string, any>;
     let patient: Record<string, any>;
     beforeAll(async () => {
-      statement = (await get('/fhir/metadata')).json();
+      statement = (await fhir.get('/fhir/metadata')).json();
       rest = statement.rest[0];
       patient = rest.resource.find((r: { type: string }) => r.type === 'Patient');
     });
@@ -155,7 +146,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       );
       expect(patient.searchRevInclude).not.toContain('Observation:performer:Organization');
       // Each one works.
-      const res = await get('/fhir/Patient?_include=Patient:general-practitioner&_revinclude=Observation:subject');
+      const res = await fhir.get('/fhir/Patient?_include=Patient:general-practitioner&_revinclude=Observation:subject');
       expect(res.statusCode, res.body).toBe(200);
     });
 
@@ -169,7 +160,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       expect(system).not.toContain('_text');
       expect(patient.referencePolicy).toEqual(expect.arrayContaining(['literal', 'enforced', 'local']));
       // Each system parameter works at the system level.
-      const res = await get(
+      const res = await fhir.get(
         '/fhir?_type=Patient&_lastUpdated=gt2000-01-01&_tag=a|b&_profile=http://x&_security=a|b&_id=x&_has:Observation:subject:code=x',
       );
       expect(res.statusCode, res.body).toBe(200);
@@ -186,12 +177,11 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       ['POST', '/fhir/$meta', '$meta'],
     ];
     it.each(cases)('answers %s %s with 400 not-supported naming it', async (method, url, name) => {
-      const res = await t.app.inject({
-        method: method as 'GET' | 'POST',
+      const res = await fhir.request(
+        method as 'GET' | 'POST',
         url,
-        headers: auth,
-        ...(method === 'POST' ? { payload: JSON.stringify({ resourceType: 'Parameters' }) } : {}),
-      });
+        method === 'POST' ? { resourceType: 'Parameters' } : undefined,
+      );
       expect(res.statusCode, res.body).toBe(400);
       const outcome = res.json();
       expect(outcome.resourceType).toBe('OperationOutcome');
@@ -210,12 +200,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
     });
 
     it('keeps $validate working', async () => {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Patient/$validate',
-        headers: auth,
-        payload: JSON.stringify({ resourceType: 'Patient' }),
-      });
+      const res = await fhir.post('/fhir/Patient/$validate', { resourceType: 'Patient' });
       expect(res.statusCode, res.body).toBe(200);
     });
   });

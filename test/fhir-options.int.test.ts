@@ -2,21 +2,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 describe('AMBIENT_FHIR_STANDARD_STATUS=1 and CORS', () => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp('sqlite', {
       AMBIENT_FHIR_STANDARD_STATUS: '1',
       AMBIENT_CORS_ORIGINS: 'https://app.example',
     });
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
-  const post = (resource: object) =>
-    t.app.inject({ method: 'POST', url: '/fhir/Appointment', headers: auth, payload: JSON.stringify(resource) });
+  const post = (resource: object) => fhir.post('/fhir/Appointment', resource);
 
   it('answers 400 for a resource breaking the base rules', async () => {
     const res = await post({

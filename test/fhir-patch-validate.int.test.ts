@@ -1,35 +1,24 @@
 // PATCH (JSON Patch, FHIRPath Patch) and $validate through HTTP, on both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
+import type { FhirClient } from './support/fhir-client.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 
 describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
   const createPatient = async () =>
-    (
-      await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers: { ...auth, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify({ resourceType: 'Patient', gender: 'male', name: [{ family: 'Patch', given: ['A'] }] }),
-      })
-    ).json();
+    (await fhir.create({ resourceType: 'Patient', gender: 'male', name: [{ family: 'Patch', given: ['A'] }] })).json();
 
   const patch = (id: string, body: unknown, contentType: string, headers: Record<string, string> = {}) =>
-    t.app.inject({
-      method: 'PATCH',
-      url: `/fhir/Patient/${id}`,
-      headers: { ...auth, 'content-type': contentType, ...headers },
-      payload: JSON.stringify(body),
-    });
+    fhir.patch(`/fhir/Patient/${id}`, body, { 'content-type': contentType, ...headers });
 
   it('applies a JSON Patch as a new version, honouring If-Match', async () => {
     const { id } = await createPatient();
@@ -55,7 +44,7 @@ describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
       'if-match': 'W/"1"',
     });
     expect(stale.statusCode).toBe(412);
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().gender).toBe('female');
   });
 
@@ -90,7 +79,7 @@ describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
     expect(res.json().issue.some((i: { expression?: string[] }) => i.expression?.includes('Patient.gender'))).toBe(
       true,
     );
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().meta.versionId).toBe('1');
   });
 
@@ -102,15 +91,12 @@ describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
     const changesId = await patch(id, [{ op: 'replace', path: '/id', value: 'other' }], 'application/json-patch+json');
     expect(changesId.statusCode).toBe(422);
     expect((await patch(id, { op: 'remove' }, 'application/json-patch+json')).statusCode).toBe(400);
-    const xmlPatch = await t.app.inject({
-      method: 'PATCH',
-      url: `/fhir/Patient/${id}`,
-      headers: { ...auth, 'content-type': 'application/xml-patch+xml' },
-      payload: '<diff/>',
+    const xmlPatch = await fhir.patch(`/fhir/Patient/${id}`, '<diff/>', {
+      'content-type': 'application/xml-patch+xml',
     });
     expect(xmlPatch.statusCode).toBe(415);
     expect((await patch('nope', [], 'application/json-patch+json')).statusCode).toBe(404);
-    await t.app.inject({ method: 'DELETE', url: `/fhir/Patient/${id}`, headers: auth });
+    await fhir.delete(`/fhir/Patient/${id}`);
     expect((await patch(id, [], 'application/json-patch+json')).statusCode).toBe(410);
   });
 
@@ -122,47 +108,35 @@ describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
       ),
     );
     expect(results.map((r) => r.statusCode)).toEqual(Array(8).fill(200));
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json().name[0].given).toHaveLength(9);
     expect(read.json().meta.versionId).toBe('9');
   });
 
   describe('$validate', () => {
-    const validate = (url: string, body: unknown) =>
-      t.app.inject({
-        method: 'POST',
-        url,
-        headers: { ...auth, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify(body),
-      });
-
     it('answers an OperationOutcome listing every issue and stores nothing', async () => {
-      const before = (
-        await t.app.inject({ method: 'GET', url: '/fhir/Appointment/_history?_count=1', headers: auth })
-      ).json();
-      const res = await validate('/fhir/Appointment/$validate', { resourceType: 'Appointment', participant: [] });
+      const before = (await fhir.get('/fhir/Appointment/_history?_count=1')).json();
+      const res = await fhir.post('/fhir/Appointment/$validate', { resourceType: 'Appointment', participant: [] });
       expect(res.statusCode).toBe(200);
       const expressions = res.json().issue.flatMap((i: { expression?: string[] }) => i.expression ?? []);
       expect(expressions).toEqual(expect.arrayContaining(['Appointment.status']));
-      const after = (
-        await t.app.inject({ method: 'GET', url: '/fhir/Appointment/_history?_count=1', headers: auth })
-      ).json();
+      const after = (await fhir.get('/fhir/Appointment/_history?_count=1')).json();
       expect(after.entry?.[0]?.fullUrl).toBe(before.entry?.[0]?.fullUrl);
     });
 
     it('says all is well for a valid resource, also inside Parameters, and on an instance', async () => {
       const valid = { resourceType: 'Patient', gender: 'female' };
-      const direct = await validate('/fhir/Patient/$validate', valid);
+      const direct = await fhir.post('/fhir/Patient/$validate', valid);
       expect(direct.json().issue).toEqual([expect.objectContaining({ severity: 'information' })]);
-      const wrapped = await validate('/fhir/Patient/$validate', {
+      const wrapped = await fhir.post('/fhir/Patient/$validate', {
         resourceType: 'Parameters',
         parameter: [{ name: 'resource', resource: valid }],
       });
       expect(wrapped.json().issue[0].severity).toBe('information');
       const { id } = await createPatient();
-      const instance = await validate(`/fhir/Patient/${id}/$validate`, { ...valid, id });
+      const instance = await fhir.post(`/fhir/Patient/${id}/$validate`, { ...valid, id });
       expect(instance.json().issue[0].severity).toBe('information');
-      const deleteMode = await validate(`/fhir/Patient/missing-${Date.now()}/$validate`, {
+      const deleteMode = await fhir.post(`/fhir/Patient/missing-${Date.now()}/$validate`, {
         resourceType: 'Parameters',
         parameter: [{ name: 'mode', valueCode: 'delete' }],
       });
@@ -170,7 +144,7 @@ describe.each(BACKENDS)('PATCH and $validate on %s', (backend) => {
     });
 
     it('refuses a resource of another type with 400', async () => {
-      expect((await validate('/fhir/Patient/$validate', { resourceType: 'Observation' })).statusCode).toBe(400);
+      expect((await fhir.post('/fhir/Patient/$validate', { resourceType: 'Observation' })).statusCode).toBe(400);
     });
   });
 });

@@ -1,28 +1,20 @@
 // The FHIR REST interactions of the foundation, through HTTP as a client sees them, on both databases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
+import { FHIR_JSON } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 import { startTestApp, TEST_PROCESSES } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 
-const FHIR_JSON = 'application/fhir+json';
-
 describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
-
-  const create = async (resource: Record<string, unknown>, headers: Record<string, string> = {}) =>
-    t.app.inject({
-      method: 'POST',
-      url: `/fhir/${resource.resourceType as string}`,
-      headers: { ...auth, 'content-type': FHIR_JSON, ...headers },
-      payload: JSON.stringify(resource),
-    });
 
   describe('metadata', () => {
     it('serves a CapabilityStatement without a token, listing every R4 type and what we support', async () => {
@@ -77,7 +69,12 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
 
   describe('create', () => {
     it('answers 201 with Location, ETag and the stored resource; the client id is ignored', async () => {
-      const res = await create({ resourceType: 'Patient', id: 'mine', gender: 'female', name: [{ family: 'Create' }] });
+      const res = await fhir.create({
+        resourceType: 'Patient',
+        id: 'mine',
+        gender: 'female',
+        name: [{ family: 'Create' }],
+      });
       expect(res.statusCode).toBe(201);
       const body = res.json();
       expect(body.id).toMatch(/^[A-Za-z0-9\-.]{1,64}$/);
@@ -91,23 +88,22 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
     });
 
     it('honours Prefer: return=minimal and return=OperationOutcome', async () => {
-      const minimal = await create({ resourceType: 'Patient' }, { prefer: 'return=minimal' });
+      const minimal = await fhir.create({ resourceType: 'Patient' }, { prefer: 'return=minimal' });
       expect(minimal.statusCode).toBe(201);
       expect(minimal.body).toBe('');
       expect(minimal.headers.location).toMatch(/\/fhir\/Patient\/[^/]+\/_history\/1$/);
-      const outcome = await create({ resourceType: 'Patient' }, { prefer: 'return=OperationOutcome' });
+      const outcome = await fhir.create({ resourceType: 'Patient' }, { prefer: 'return=OperationOutcome' });
       expect(outcome.statusCode).toBe(201);
       expect(outcome.json().resourceType).toBe('OperationOutcome');
       expect(outcome.json().issue[0].severity).toBe('information');
     });
 
     it('accepts application/json too and pretty-prints with _pretty=true', async () => {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Basic?_pretty=true',
-        headers: { ...auth, 'content-type': 'application/json' },
-        payload: JSON.stringify({ resourceType: 'Basic', code: { text: 'pretty' } }),
-      });
+      const res = await fhir.post(
+        '/fhir/Basic?_pretty=true',
+        { resourceType: 'Basic', code: { text: 'pretty' } },
+        { 'content-type': 'application/json' },
+      );
       expect(res.statusCode).toBe(201);
       expect(res.body).toContain('\n  "resourceType": "Basic"');
     });
@@ -115,15 +111,15 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
 
   describe('read, vread, update, delete', () => {
     it('reads back exactly what create returned', async () => {
-      const created = await create({ resourceType: 'Patient', birthDate: '1970-02-03' });
-      const res = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${created.json().id}`, headers: auth });
+      const created = await fhir.create({ resourceType: 'Patient', birthDate: '1970-02-03' });
+      const res = await fhir.get(`/fhir/Patient/${created.json().id}`);
       expect(res.statusCode).toBe(200);
       expect(res.json()).toEqual(created.json());
       expect(res.headers.etag).toBe('W/"1"');
     });
 
     it('reads and vreads with _summary or _elements, the resource marked SUBSETTED', async () => {
-      const created = await create({
+      const created = await fhir.create({
         resourceType: 'Patient',
         text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">Ann</div>' },
         name: [{ family: 'Ann' }],
@@ -131,40 +127,40 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
         maritalStatus: { text: 'married' },
       });
       const url = `/fhir/Patient/${created.json().id}`;
-      const summary = (await t.app.inject({ method: 'GET', url: `${url}?_summary=true`, headers: auth })).json();
+      const summary = (await fhir.get(`${url}?_summary=true`)).json();
       expect(summary).toMatchObject({ name: [{ family: 'Ann' }], gender: 'female' });
       expect(summary.text).toBeUndefined();
       expect(summary.maritalStatus).toBeUndefined();
       expect(summary.meta.tag).toContainEqual(expect.objectContaining({ code: 'SUBSETTED' }));
-      const vread = await t.app.inject({ method: 'GET', url: `${url}/_history/1?_elements=gender`, headers: auth });
+      const vread = await fhir.get(`${url}/_history/1?_elements=gender`);
       expect(Object.keys(vread.json()).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
-      const whole = (await t.app.inject({ method: 'GET', url: `${url}?_summary=false`, headers: auth })).json();
+      const whole = (await fhir.get(`${url}?_summary=false`)).json();
       expect(whole.maritalStatus).toEqual({ text: 'married' });
       for (const query of ['_summary=count', '_summary=yes', '_summary=true&_elements=gender']) {
-        const res = await t.app.inject({ method: 'GET', url: `${url}?${query}`, headers: auth });
+        const res = await fhir.get(`${url}?${query}`);
         expect(res.statusCode, query).toBe(400);
       }
     });
 
     it('answers 304 to If-None-Match on the current version and to If-Modified-Since', async () => {
-      const created = await create({ resourceType: 'Patient' });
+      const created = await fhir.create({ resourceType: 'Patient' });
       const url = `/fhir/Patient/${created.json().id}`;
-      const notModified = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-none-match': 'W/"1"' } });
+      const notModified = await fhir.get(url, { 'if-none-match': 'W/"1"' });
       expect(notModified.statusCode).toBe(304);
       expect(notModified.body).toBe('');
-      const stale = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-none-match': 'W/"7"' } });
+      const stale = await fhir.get(url, { 'if-none-match': 'W/"7"' });
       expect(stale.statusCode).toBe(200);
       const since = new Date(Date.now() + 5000).toUTCString();
-      const unchanged = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-modified-since': since } });
+      const unchanged = await fhir.get(url, { 'if-modified-since': since });
       expect(unchanged.statusCode).toBe(304);
       const old = new Date(Date.now() - 3_600_000).toUTCString();
-      const changed = await t.app.inject({ method: 'GET', url, headers: { ...auth, 'if-modified-since': old } });
+      const changed = await fhir.get(url, { 'if-modified-since': old });
       expect(changed.statusCode).toBe(200);
     });
 
     it('updates to version 2, keeps version 1 for vread, and refuses a stale If-Match with 412', async () => {
       const created = (
-        await create({
+        await fhir.create({
           resourceType: 'Appointment',
           status: 'proposed',
           start: '2026-12-01T09:00:00Z',
@@ -173,92 +169,63 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
         })
       ).json();
       const url = `/fhir/Appointment/${created.id}`;
-      const updated = await t.app.inject({
-        method: 'PUT',
-        url,
-        headers: { ...auth, 'content-type': FHIR_JSON, 'if-match': 'W/"1"' },
-        payload: JSON.stringify({ ...created, status: 'booked' }),
-      });
+      const updated = await fhir.put(url, { ...created, status: 'booked' }, { 'if-match': 'W/"1"' });
       expect(updated.statusCode).toBe(200);
       expect(updated.json().status).toBe('booked');
       expect(updated.json().meta.versionId).toBe('2');
       expect(updated.headers.etag).toBe('W/"2"');
-      const v1 = await t.app.inject({ method: 'GET', url: `${url}/_history/1`, headers: auth });
+      const v1 = await fhir.get(`${url}/_history/1`);
       expect(v1.json().status).toBe('proposed');
-      const stale = await t.app.inject({
-        method: 'PUT',
-        url,
-        headers: { ...auth, 'content-type': FHIR_JSON, 'if-match': 'W/"1"' },
-        payload: JSON.stringify({ ...created, status: 'cancelled' }),
-      });
+      const stale = await fhir.put(url, { ...created, status: 'cancelled' }, { 'if-match': 'W/"1"' });
       expect(stale.statusCode).toBe(412);
       expect(stale.json().resourceType).toBe('OperationOutcome');
-      const current = await t.app.inject({ method: 'GET', url, headers: auth });
+      const current = await fhir.get(url);
       expect(current.json().status).toBe('booked');
     });
 
     it('with If-None-Match: *, PUT only creates: 201 for a new id, 412 for an existing one (unchanged)', async () => {
       const id = `only-${Date.now()}-${Math.random().toString(36).slice(2)}`;
       const put = (family: string) =>
-        t.app.inject({
-          method: 'PUT',
-          url: `/fhir/Patient/${id}`,
-          headers: { ...auth, 'content-type': FHIR_JSON, 'if-none-match': '*' },
-          payload: JSON.stringify({ resourceType: 'Patient', id, name: [{ family }] }),
-        });
+        fhir.put(`/fhir/Patient/${id}`, { resourceType: 'Patient', id, name: [{ family }] }, { 'if-none-match': '*' });
       const created = await put('First');
       expect(created.statusCode, created.body).toBe(201);
       const again = await put('Second');
       expect(again.statusCode).toBe(412);
       expect(again.json().resourceType).toBe('OperationOutcome');
-      const current = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+      const current = await fhir.get(`/fhir/Patient/${id}`);
       expect(current.json().name[0].family).toBe('First');
       expect(current.json().meta.versionId).toBe('1');
     });
 
     it('creates on PUT to a new id (201) with that id', async () => {
       const id = `put-${Date.now()}-${Math.random().toString(36).slice(2)}`;
-      const res = await t.app.inject({
-        method: 'PUT',
-        url: `/fhir/Patient/${id}`,
-        headers: { ...auth, 'content-type': FHIR_JSON },
-        payload: JSON.stringify({ resourceType: 'Patient', id }),
-      });
+      const res = await fhir.put(`/fhir/Patient/${id}`, { resourceType: 'Patient', id });
       expect(res.statusCode).toBe(201);
       expect(res.json().id).toBe(id);
       expect(res.headers.location).toBe(`${t.config.publicUrl}/fhir/Patient/${id}/_history/1`);
     });
 
     it('deletes (204), then reads answer 410, vread of the deletion 410, vread of version 1 200', async () => {
-      const id = (await create({ resourceType: 'Patient' })).json().id;
-      const del = await t.app.inject({ method: 'DELETE', url: `/fhir/Patient/${id}`, headers: auth });
+      const id = (await fhir.create({ resourceType: 'Patient' })).json().id;
+      const del = await fhir.delete(`/fhir/Patient/${id}`);
       expect(del.statusCode).toBe(204);
-      const gone = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+      const gone = await fhir.get(`/fhir/Patient/${id}`);
       expect(gone.statusCode).toBe(410);
       expect(gone.json().issue[0].code).toBe('deleted');
-      expect(
-        (await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history/2`, headers: auth })).statusCode,
-      ).toBe(410);
-      expect(
-        (await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}/_history/1`, headers: auth })).statusCode,
-      ).toBe(200);
-      const again = await t.app.inject({ method: 'DELETE', url: `/fhir/Patient/${id}`, headers: auth });
+      expect((await fhir.get(`/fhir/Patient/${id}/_history/2`)).statusCode).toBe(410);
+      expect((await fhir.get(`/fhir/Patient/${id}/_history/1`)).statusCode).toBe(200);
+      const again = await fhir.delete(`/fhir/Patient/${id}`);
       expect(again.statusCode).toBe(204);
     });
   });
 
   describe('history', () => {
     it('lists instance history newest first as a history Bundle', async () => {
-      const created = (await create({ resourceType: 'Patient', gender: 'male' })).json();
+      const created = (await fhir.create({ resourceType: 'Patient', gender: 'male' })).json();
       const url = `/fhir/Patient/${created.id}`;
-      await t.app.inject({
-        method: 'PUT',
-        url,
-        headers: { ...auth, 'content-type': FHIR_JSON },
-        payload: JSON.stringify({ ...created, gender: 'female' }),
-      });
-      await t.app.inject({ method: 'DELETE', url, headers: auth });
-      const res = await t.app.inject({ method: 'GET', url: `${url}/_history`, headers: auth });
+      await fhir.put(url, { ...created, gender: 'female' });
+      await fhir.delete(url);
+      const res = await fhir.get(`${url}/_history`);
       expect(res.statusCode).toBe(200);
       const bundle = res.json();
       expect(bundle.resourceType).toBe('Bundle');
@@ -277,36 +244,21 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
       const since = new Date(Date.now() - 1).toISOString();
       const ids: string[] = [];
       for (let i = 0; i < 5; i++)
-        ids.push((await create({ resourceType: 'Device', distinctIdentifier: `h${i}` })).json().id);
-      const seen: string[] = [];
-      let url: string | undefined = `/fhir/Device/_history?_count=2&_since=${encodeURIComponent(since)}`;
-      let pages = 0;
-      while (url) {
-        const res = await t.app.inject({ method: 'GET', url, headers: auth });
-        expect(res.statusCode).toBe(200);
-        const bundle = res.json();
-        pages++;
-        seen.push(...(bundle.entry ?? []).map((e: any) => e.resource.id));
-        const next = bundle.link.find((l: any) => l.relation === 'next')?.url as string | undefined;
-        url = next?.replace(t.config.publicUrl, '');
-      }
+        ids.push((await fhir.create({ resourceType: 'Device', distinctIdentifier: `h${i}` })).json().id);
+      const pages = await fhir.pages(`/fhir/Device/_history?_count=2&_since=${encodeURIComponent(since)}`);
+      const seen = pages.flatMap((bundle) => (bundle.entry ?? []).map((e) => e.resource!.id));
       expect(seen).toEqual([...ids].reverse());
-      expect(pages).toBe(3);
-      const system = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/_history?_since=${encodeURIComponent(since)}&_count=1000`,
-        headers: auth,
-      });
+      expect(pages).toHaveLength(3);
+      const system = await fhir.get(`/fhir/_history?_since=${encodeURIComponent(since)}&_count=1000`);
       const systemIds = system.json().entry.map((e: any) => e.resource?.id);
       expect(systemIds).toEqual(expect.arrayContaining(ids));
-      const bad = await t.app.inject({ method: 'GET', url: '/fhir/Device/_history?_since=yesterday', headers: auth });
+      const bad = await fhir.get('/fhir/Device/_history?_since=yesterday');
       expect(bad.statusCode).toBe(400);
     });
 
     it('refuses a history cursor altered, forged or of another history with 400 naming _cursor', async () => {
-      for (let i = 0; i < 2; i++) await create({ resourceType: 'Device', distinctIdentifier: `c${i}` });
-      const get = (url: string) => t.app.inject({ method: 'GET', url, headers: auth });
-      const first = await get('/fhir/Device/_history?_count=1');
+      for (let i = 0; i < 2; i++) await fhir.create({ resourceType: 'Device', distinctIdentifier: `c${i}` });
+      const first = await fhir.get('/fhir/Device/_history?_count=1');
       const next = first.json().link.find((l: any) => l.relation === 'next').url as string;
       const cursor = new URL(next).searchParams.get('_cursor')!;
       const [payload, mac] = cursor.split('.');
@@ -319,17 +271,17 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
         `/fhir/Patient/_history?_count=1&_cursor=${cursor}`,
         `/fhir/_history?_count=1&_cursor=${cursor}`,
       ]) {
-        const res = await get(url);
+        const res = await fhir.get(url);
         expect(res.statusCode).toBe(400);
         expect(res.json().issue[0].diagnostics).toContain('_cursor');
       }
-      expect((await get(next.replace(t.config.publicUrl, ''))).statusCode).toBe(200);
+      expect((await fhir.get(next.replace(t.config.publicUrl, ''))).statusCode).toBe(200);
     });
   });
 
   describe('validation on write', () => {
     it('refuses an Appointment without status with 401 and an OperationOutcome naming the element', async () => {
-      const res = await create({
+      const res = await fhir.create({
         resourceType: 'Appointment',
         participant: [{ actor: { reference: 'Patient/p1' }, status: 'accepted' }],
       });
@@ -344,19 +296,24 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
     });
 
     it('collects every issue, and stores nothing', async () => {
-      const before = await t.app.inject({ method: 'GET', url: '/fhir/Patient/_history?_count=1', headers: auth });
-      const res = await create({ resourceType: 'Patient', gender: 'unknown-gender', birthDate: '1970-13-45', foo: 1 });
+      const before = await fhir.get('/fhir/Patient/_history?_count=1');
+      const res = await fhir.create({
+        resourceType: 'Patient',
+        gender: 'unknown-gender',
+        birthDate: '1970-13-45',
+        foo: 1,
+      });
       expect(res.statusCode).toBe(401);
       const expressions = res.json().issue.flatMap((i: any) => i.expression ?? []);
       expect(expressions).toEqual(expect.arrayContaining(['Patient.gender', 'Patient.birthDate', 'Patient.foo']));
-      const after = await t.app.inject({ method: 'GET', url: '/fhir/Patient/_history?_count=1', headers: auth });
+      const after = await fhir.get('/fhir/Patient/_history?_count=1');
       expect(after.json().entry?.[0]?.fullUrl).toBe(before.json().entry?.[0]?.fullUrl);
     });
   });
 
   describe('bad requests', () => {
     const post = (url: string, payload: string | Buffer, contentType = FHIR_JSON) =>
-      t.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': contentType }, payload });
+      fhir.post(url, payload, { 'content-type': contentType });
 
     it.each([
       ['malformed JSON', '{"resourceType": "Patient",', 400],
@@ -399,13 +356,7 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
     });
 
     it('answers 400 when the body id differs from the URL id, or is missing on update', async () => {
-      const put = (id: string, body: unknown) =>
-        t.app.inject({
-          method: 'PUT',
-          url: `/fhir/Patient/${id}`,
-          headers: { ...auth, 'content-type': FHIR_JSON },
-          payload: JSON.stringify(body),
-        });
+      const put = (id: string, body: unknown) => fhir.put(`/fhir/Patient/${id}`, body);
       for (const body of [{ resourceType: 'Patient', id: 'xyz' }, { resourceType: 'Patient' }]) {
         const res = await put('abc', body);
         expect(res.statusCode).toBe(400);
@@ -417,20 +368,15 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
     });
 
     it('answers 404 for unknown types and ids, 400 for malformed ids, 405 for unsupported methods', async () => {
-      const unknownType = await t.app.inject({ method: 'GET', url: '/fhir/Patientx/1', headers: auth });
+      const unknownType = await fhir.get('/fhir/Patientx/1');
       expect(unknownType.statusCode).toBe(404);
       expect(unknownType.json().issue[0].diagnostics).toContain('Patientx');
-      const unknownId = await t.app.inject({ method: 'GET', url: '/fhir/Patient/does-not-exist', headers: auth });
+      const unknownId = await fhir.get('/fhir/Patient/does-not-exist');
       expect(unknownId.statusCode).toBe(404);
       expect(unknownId.json().resourceType).toBe('OperationOutcome');
-      const badId = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${'x'.repeat(65)}`, headers: auth });
+      const badId = await fhir.get(`/fhir/Patient/${'x'.repeat(65)}`);
       expect(badId.statusCode).toBe(400);
-      const notAllowed = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Patient/123',
-        headers: { ...auth, 'content-type': FHIR_JSON },
-        payload: '{}',
-      });
+      const notAllowed = await fhir.post('/fhir/Patient/123', '{}');
       expect(notAllowed.statusCode).toBe(405);
       expect(notAllowed.json().resourceType).toBe('OperationOutcome');
       const xml = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_format=xml' });

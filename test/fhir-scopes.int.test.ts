@@ -6,33 +6,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const HIV = '86406008';
 
 describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', (backend) => {
   let t: TestApp;
-  let admin: Record<string, string>;
-  const as = async (scopes: string) => ({
-    authorization: `Bearer ${await t.token(scopes)}`,
-    'content-type': 'application/fhir+json',
-  });
+  let admin: FhirClient;
+  const as = (scopes: string) => t.client(scopes);
   beforeAll(async () => {
     t = await startTestApp(backend);
     admin = await as('system/*.cruds');
   });
   afterAll(async () => t?.close());
 
-  const post = (headers: Record<string, string>, url: string, body: unknown, extra: Record<string, string> = {}) =>
-    t.app.inject({ method: 'POST', url, headers: { ...headers, ...extra }, payload: JSON.stringify(body) });
-  const put = (headers: Record<string, string>, url: string, body: unknown, extra: Record<string, string> = {}) =>
-    t.app.inject({ method: 'PUT', url, headers: { ...headers, ...extra }, payload: JSON.stringify(body) });
-  const get = (url: string) => t.app.inject({ method: 'GET', url, headers: admin });
-
   /** A patient with (or without) an HIV diagnosis, stored by the administrator. */
   const patient = async (diagnosed: boolean) => {
-    const id = (await post(admin, '/fhir/Patient', { resourceType: 'Patient', gender: 'female' })).json().id as string;
+    const id = (await admin.post('/fhir/Patient', { resourceType: 'Patient', gender: 'female' })).json().id as string;
     if (diagnosed) {
-      const condition = await post(admin, '/fhir/Condition', {
+      const condition = await admin.post('/fhir/Condition', {
         resourceType: 'Condition',
         subject: { reference: `Patient/${id}` },
         code: { coding: [{ system: 'http://snomed.info/sct', code: HIV }] },
@@ -48,14 +40,14 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
       const patientOnly = await as('system/Patient.cruds');
       for (const diagnosed of [true, false]) {
         const id = await patient(diagnosed);
-        const res = await post(patientOnly, '/fhir/Patient', { resourceType: 'Patient' }, { 'if-none-exist': hiv(id) });
+        const res = await patientOnly.post('/fhir/Patient', { resourceType: 'Patient' }, { 'if-none-exist': hiv(id) });
         expect(res.statusCode).toBe(403);
         expect(res.json().issue[0].diagnostics).toContain('Condition');
       }
       // A caller that may search Condition gets its answer.
       const both = await as('system/Patient.cruds system/Condition.s');
       const id = await patient(true);
-      const res = await post(both, '/fhir/Patient', { resourceType: 'Patient' }, { 'if-none-exist': hiv(id) });
+      const res = await both.post('/fhir/Patient', { resourceType: 'Patient' }, { 'if-none-exist': hiv(id) });
       expect(res.statusCode).toBe(200);
       expect(res.json().id).toBe(id);
     });
@@ -63,19 +55,19 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
     it('conditional delete with _has through Condition: 403, nothing deleted', async () => {
       const patientOnly = await as('system/Patient.cruds');
       const id = await patient(true);
-      const res = await t.app.inject({ method: 'DELETE', url: `/fhir/Patient?${hiv(id)}`, headers: patientOnly });
+      const res = await patientOnly.delete(`/fhir/Patient?${hiv(id)}`);
       expect(res.statusCode).toBe(403);
-      expect((await get(`/fhir/Patient/${id}`)).statusCode).toBe(200);
+      expect((await admin.get(`/fhir/Patient/${id}`)).statusCode).toBe(200);
     });
 
     it('conditional update with _has or a chain through an unsearchable type: 403, nothing written', async () => {
       const patientOnly = await as('system/Patient.cruds');
       const id = await patient(true);
       const body = { resourceType: 'Patient', id, gender: 'male' };
-      expect((await put(patientOnly, `/fhir/Patient?${hiv(id)}`, body)).statusCode).toBe(403);
-      const chained = await put(patientOnly, `/fhir/Patient?_id=${id}&general-practitioner:Practitioner.name=x`, body);
+      expect((await patientOnly.put(`/fhir/Patient?${hiv(id)}`, body)).statusCode).toBe(403);
+      const chained = await patientOnly.put(`/fhir/Patient?_id=${id}&general-practitioner:Practitioner.name=x`, body);
       expect(chained.statusCode).toBe(403);
-      expect((await get(`/fhir/Patient/${id}`)).json().meta.versionId).toBe('1');
+      expect((await admin.get(`/fhir/Patient/${id}`)).json().meta.versionId).toBe('1');
     });
 
     it('transaction ifNoneExist and conditional references with _has through Condition: 403, nothing stored', async () => {
@@ -83,7 +75,7 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
       const id = await patient(true);
       const marker = randomUUID();
       const transaction = (entry: unknown[]) =>
-        post(patientOnly, '/fhir', { resourceType: 'Bundle', type: 'transaction', entry });
+        patientOnly.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry });
       const viaIfNoneExist = await transaction([
         {
           resource: { resourceType: 'Patient', identifier: [{ value: marker }] },
@@ -102,13 +94,13 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
         },
       ]);
       expect(viaReference.statusCode).toBe(403);
-      expect((await get(`/fhir/Patient?identifier=${marker}`)).json().entry ?? []).toHaveLength(0);
+      expect((await admin.get(`/fhir/Patient?identifier=${marker}`)).json().entry ?? []).toHaveLength(0);
     });
 
     it('batch ifNoneExist with _has through Condition: that entry is 403', async () => {
       const patientOnly = await as('system/Patient.cruds');
       const id = await patient(true);
-      const res = await post(patientOnly, '/fhir', {
+      const res = await patientOnly.post('/fhir', {
         resourceType: 'Bundle',
         type: 'batch',
         entry: [
@@ -125,12 +117,7 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
       const updateOnly = await as('system/Patient.u');
       const id = await patient(false);
       const patch = (contentType: string, payload: string) =>
-        t.app.inject({
-          method: 'PATCH',
-          url: `/fhir/Patient/${id}`,
-          headers: { ...updateOnly, 'content-type': contentType },
-          payload,
-        });
+        updateOnly.patch(`/fhir/Patient/${id}`, payload, { 'content-type': contentType });
       for (const [contentType, payload] of [
         ['application/json-patch+json', '[{"op":"test","path":"/gender","value":"female"}]'],
         ['application/json-patch+json', '[{"op":"copy","from":"/gender","path":"/language"}]'],
@@ -155,7 +142,7 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
         expect(res.statusCode).toBe(403);
         expect(res.body).not.toContain('female');
       }
-      expect((await get(`/fhir/Patient/${id}`)).json().meta.versionId).toBe('1');
+      expect((await admin.get(`/fhir/Patient/${id}`)).json().meta.versionId).toBe('1');
     });
 
     it('u alone: a JSON Patch that only writes (or an empty one) is applied and answers without the resource', async () => {
@@ -165,17 +152,15 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
         ['[]', '2'],
         ['[{"op":"add","path":"/active","value":true}]', '3'],
       ] as const) {
-        const res = await t.app.inject({
-          method: 'PATCH',
-          url: `/fhir/Patient/${id}`,
-          headers: { ...updateOnly, 'content-type': 'application/json-patch+json', prefer: 'return=representation' },
-          payload,
+        const res = await updateOnly.patch(`/fhir/Patient/${id}`, payload, {
+          'content-type': 'application/json-patch+json',
+          prefer: 'return=representation',
         });
         expect(res.statusCode, res.body).toBe(200);
         expect(res.body).toBe('');
         expect(res.headers.etag).toBe(`W/"${version}"`);
       }
-      const stored = (await get(`/fhir/Patient/${id}`)).json();
+      const stored = (await admin.get(`/fhir/Patient/${id}`)).json();
       expect(stored.active).toBe(true);
       expect(stored.gender).toBe('female');
     });
@@ -183,13 +168,12 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
     it('u alone: PUT to a new id is 403 and stores nothing; PUT to an existing one answers without the resource', async () => {
       const updateOnly = await as('system/Patient.u');
       const fresh = `new-${randomUUID()}`;
-      const refused = await put(updateOnly, `/fhir/Patient/${fresh}`, { resourceType: 'Patient', id: fresh });
+      const refused = await updateOnly.put(`/fhir/Patient/${fresh}`, { resourceType: 'Patient', id: fresh });
       expect(refused.statusCode).toBe(403);
-      expect((await get(`/fhir/Patient/${fresh}`)).statusCode).toBe(404);
+      expect((await admin.get(`/fhir/Patient/${fresh}`)).statusCode).toBe(404);
 
       const id = await patient(false);
-      const updated = await put(
-        updateOnly,
+      const updated = await updateOnly.put(
         `/fhir/Patient/${id}`,
         { resourceType: 'Patient', id, gender: 'male' },
         { prefer: 'return=representation' },
@@ -200,28 +184,27 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
       expect(updated.headers.location).toContain(`/Patient/${id}/_history/2`);
 
       // Re-creating a deleted resource is a create too.
-      await t.app.inject({ method: 'DELETE', url: `/fhir/Patient/${id}`, headers: admin });
-      expect((await put(updateOnly, `/fhir/Patient/${id}`, { resourceType: 'Patient', id })).statusCode).toBe(403);
-      expect((await get(`/fhir/Patient/${id}`)).statusCode).toBe(410);
+      await admin.delete(`/fhir/Patient/${id}`);
+      expect((await updateOnly.put(`/fhir/Patient/${id}`, { resourceType: 'Patient', id })).statusCode).toBe(403);
+      expect((await admin.get(`/fhir/Patient/${id}`)).statusCode).toBe(410);
 
       // With c as well, update-as-create works (and still answers no resource without r).
       const createUpdate = await as('system/Patient.cu');
-      const created = await put(createUpdate, `/fhir/Patient/${fresh}`, { resourceType: 'Patient', id: fresh });
+      const created = await createUpdate.put(`/fhir/Patient/${fresh}`, { resourceType: 'Patient', id: fresh });
       expect(created.statusCode).toBe(201);
       expect(created.body).toBe('');
     });
 
     it('c alone: create answers Location and ETag but no resource; a conditional create that matches neither', async () => {
       const createOnly = await as('system/Patient.c');
-      const created = await post(createOnly, '/fhir/Patient', { resourceType: 'Patient', gender: 'other' });
+      const created = await createOnly.post('/fhir/Patient', { resourceType: 'Patient', gender: 'other' });
       expect(created.statusCode).toBe(201);
       expect(created.body).toBe('');
       expect(created.headers.location).toMatch(/\/fhir\/Patient\/[^/]+\/_history\/1$/);
 
       const createSearch = await as('system/Patient.cs');
       const id = await patient(false);
-      const matched = await post(
-        createSearch,
+      const matched = await createSearch.post(
         '/fhir/Patient',
         { resourceType: 'Patient' },
         { 'if-none-exist': `_id=${id}`, prefer: 'return=representation' },
@@ -233,7 +216,7 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
     it('in a transaction: entries written without r carry no resource; update-as-create without c fails it', async () => {
       const createUpdate = await as('system/Patient.cus');
       const id = await patient(false);
-      const res = await post(createUpdate, '/fhir', {
+      const res = await createUpdate.post('/fhir', {
         resourceType: 'Bundle',
         type: 'transaction',
         entry: [
@@ -258,7 +241,7 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
 
       const updateOnly = await as('system/Patient.u');
       const fresh = `new-${randomUUID()}`;
-      const refused = await post(updateOnly, '/fhir', {
+      const refused = await updateOnly.post('/fhir', {
         resourceType: 'Bundle',
         type: 'transaction',
         entry: [
@@ -269,7 +252,7 @@ describe.each(BACKENDS)('scopes of conditional writes and write answers on %s', 
         ],
       });
       expect(refused.statusCode).toBe(403);
-      expect((await get(`/fhir/Patient/${fresh}`)).statusCode).toBe(404);
+      expect((await admin.get(`/fhir/Patient/${fresh}`)).statusCode).toBe(404);
     });
   });
 });

@@ -5,15 +5,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
+import { tokenRequest } from './support/token-requests.js';
 
 const raw: string[] = [];
 const lines = () => raw.map((line) => JSON.parse(line) as Record<string, unknown>);
 let t: TestApp;
-let token: string;
+let fhir: FhirClient;
 
 beforeAll(async () => {
   t = await startTestApp('sqlite', {}, { logger: createLogger('info', { write: (line: string) => raw.push(line) }) });
-  token = await t.token();
+  fhir = await t.client();
 });
 afterAll(async () => t?.close());
 
@@ -28,8 +30,7 @@ async function linesOf(id: string, atLeast = 1): Promise<Record<string, unknown>
 }
 
 describe('compression', () => {
-  const get = (url: string, headers: Record<string, string> = {}) =>
-    t.app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}`, ...headers } });
+  const get = (url: string, headers: Record<string, string> = {}) => fhir.get(url, headers);
   const decoded = (res: { rawPayload: Buffer; headers: Record<string, unknown> }) => {
     const encoding = res.headers['content-encoding'];
     const body =
@@ -60,15 +61,9 @@ describe('compression', () => {
   });
 
   it('a search page (a pre-serialised FHIR string) is compressed, and so is the scribe API', async () => {
-    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' };
     const family = `Zip${randomUUID().slice(0, 8)}`;
     for (let i = 0; i < 10; i++) {
-      await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers,
-        payload: JSON.stringify({ resourceType: 'Patient', name: [{ family, given: [`Given${i}`] }] }),
-      });
+      await fhir.create({ resourceType: 'Patient', name: [{ family, given: [`Given${i}`] }] });
     }
     const url = `/fhir/Patient?family=${family}`;
     const plain = await get(url);
@@ -87,15 +82,14 @@ describe('compression', () => {
 
   it('an error large enough is compressed too; a tiny body never is', async () => {
     // An invalid resource: the OperationOutcome lists every issue, well over the threshold.
-    const bad = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json', 'accept-encoding': 'gzip' },
-      payload: JSON.stringify({
+    const bad = await fhir.post(
+      '/fhir/Patient',
+      {
         resourceType: 'Patient',
         ...Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`unknownElement${i}`, i])),
-      }),
-    });
+      },
+      { 'accept-encoding': 'gzip' },
+    );
     expect(bad.statusCode).toBeGreaterThanOrEqual(400);
     expect(bad.headers['content-encoding']).toBe('gzip');
     expect((decoded(bad) as { resourceType: string }).resourceType).toBe('OperationOutcome');
@@ -113,11 +107,7 @@ describe('request ids and the access line', () => {
   it('a well-formed X-Request-Id is kept, echoed, and names the one access line of the request', async () => {
     const id = `client-${randomUUID()}.1:2`;
     const secret = `Secret${randomUUID().slice(0, 8)}`;
-    const res = await t.app.inject({
-      method: 'GET',
-      url: `/fhir/Patient?name=${secret}`,
-      headers: { authorization: `Bearer ${token}`, 'x-request-id': id },
-    });
+    const res = await fhir.get(`/fhir/Patient?name=${secret}`, { 'x-request-id': id });
     expect(res.statusCode).toBe(200);
     expect(res.headers['x-request-id']).toBe(id);
     const mine = await linesOf(id);
@@ -164,12 +154,11 @@ describe('request ids and the access line', () => {
   it('every line of a request carries its id under req_id: audit events, errors, the access line', async () => {
     const id = `failed-login-${randomUUID()}`;
     const password = `pw-${randomUUID()}`;
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-request-id': id },
-      payload: new URLSearchParams({ username: `nobody-${randomUUID()}`, password }).toString(),
-    });
+    const res = await tokenRequest(
+      t.app,
+      { username: `nobody-${randomUUID()}`, password },
+      { headers: { 'x-request-id': id } },
+    );
     expect(res.statusCode).toBe(401);
     expect(res.headers['x-request-id']).toBe(id);
     const mine = await linesOf(id);

@@ -13,6 +13,7 @@ import type { FhirResource } from '../src/storage/store.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const HTTPS_BASE = `${TEST_PUBLIC_URL.replace(/^http:/, 'https:')}/fhir`;
 const HTTP_BASE = `${TEST_PUBLIC_URL}/fhir`;
@@ -25,9 +26,9 @@ interface Entry {
 describe.each(BACKENDS)('includes keep to the caller’s scopes on %s', (backend) => {
   let t: TestApp;
   let db: SqlDatabase;
-  let admin: Record<string, string>;
-  let taskOnly: Record<string, string>;
-  let encounterOnly: Record<string, string>;
+  let admin: FhirClient;
+  let taskOnly: FhirClient;
+  let encounterOnly: FhirClient;
   /** The secrets: a Patient (name, birth date, MRN) and a Condition the narrow accounts may not search. */
   let patientId: string;
   let conditionId: string;
@@ -37,14 +38,9 @@ describe.each(BACKENDS)('includes keep to the caller’s scopes on %s', (backend
   let staleEncounter: string;
   let parentEncounter: string;
 
-  const as = async (scopes: string) => ({
-    authorization: `Bearer ${await t.token(scopes)}`,
-    'content-type': 'application/fhir+json',
-  });
-  const post = (headers: Record<string, string>, url: string, body: unknown, extra: Record<string, string> = {}) =>
-    t.app.inject({ method: 'POST', url, headers: { ...headers, ...extra }, payload: JSON.stringify(body) });
-  const created = async (body: Record<string, unknown>): Promise<string> => {
-    const res = await post(admin, `/fhir/${body.resourceType as string}`, body);
+  const as = (scopes: string) => t.client(scopes);
+  const created = async (body: { resourceType: string; [k: string]: unknown }): Promise<string> => {
+    const res = await admin.create(body);
     expect(res.statusCode, res.body).toBe(201);
     return res.json().id as string;
   };
@@ -114,31 +110,22 @@ describe.each(BACKENDS)('includes keep to the caller’s scopes on %s', (backend
       ['https', HTTPS_BASE],
     ])('Encounter.partOf → %s own-base Condition: refused as invalid, nothing stored', async (_scheme, base) => {
       const reference = `${base}/Condition/${conditionId}`;
-      const res = await post(encounterOnly, '/fhir/Encounter', encounter(reference));
+      const res = await encounterOnly.post('/fhir/Encounter', encounter(reference));
       expect(res.statusCode, res.body).toBe(401);
       const issue = res.json().issue[0];
       expect(issue.expression).toEqual(['Encounter.partOf.reference']);
       expect(issue.diagnostics).toContain('reference to a Condition is not allowed here');
       // Nothing of it was stored: no Encounter refers to the Condition.
-      const search = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Encounter?part-of=Condition/${conditionId}`,
-        headers: admin,
-      });
+      const search = await admin.get(`/fhir/Encounter?part-of=Condition/${conditionId}`);
       expect(returned(search)).toEqual([`Encounter/${staleEncounter}`]);
     });
 
     it('Task.partOf → own-base Patient, in an update and inside a transaction: refused', async () => {
       const reference = `${HTTPS_BASE}/Patient/${patientId}`;
-      const update = await t.app.inject({
-        method: 'PUT',
-        url: `/fhir/Task/${topTask}`,
-        headers: taskOnly,
-        payload: JSON.stringify({ ...task([reference]), id: topTask }),
-      });
+      const update = await taskOnly.put(`/fhir/Task/${topTask}`, { ...task([reference]), id: topTask });
       expect(update.statusCode, update.body).toBe(401);
       expect(update.json().issue[0].diagnostics).toContain('reference to a Patient is not allowed here');
-      const transaction = await post(taskOnly, '/fhir', {
+      const transaction = await taskOnly.post('/fhir', {
         resourceType: 'Bundle',
         type: 'transaction',
         entry: [{ resource: task([`${HTTP_BASE}/Patient/${patientId}`]), request: { method: 'POST', url: 'Task' } }],
@@ -147,32 +134,24 @@ describe.each(BACKENDS)('includes keep to the caller’s scopes on %s', (backend
     });
 
     it('own-base references of an allowed type, and other servers’ URLs, are accepted as before', async () => {
-      const own = await post(taskOnly, '/fhir/Task', task([`${HTTPS_BASE}/Task/${middleTask}`]));
+      const own = await taskOnly.post('/fhir/Task', task([`${HTTPS_BASE}/Task/${middleTask}`]));
       expect(own.statusCode, own.body).toBe(201);
-      const elsewhere = await post(taskOnly, '/fhir/Task', task(['https://other.example/fhir/Patient/1']));
+      const elsewhere = await taskOnly.post('/fhir/Task', task(['https://other.example/fhir/Patient/1']));
       expect(elsewhere.statusCode, elsewhere.body).toBe(201);
     });
   });
 
   describe('include statements return only types the caller may search, whatever the stored rows say', () => {
     it('Encounter-only: _include=Encounter:part-of of an Encounter stored pointing at a Condition', async () => {
-      const res = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Encounter?_id=${staleEncounter}&_include=Encounter:part-of`,
-        headers: encounterOnly,
-      });
+      const res = await encounterOnly.get(`/fhir/Encounter?_id=${staleEncounter}&_include=Encounter:part-of`);
       expect(returned(res)).toEqual([`Encounter/${staleEncounter}`]);
     });
 
     it('Encounter-only: a lawful part-of is still included', async () => {
       const child = (
-        await post(encounterOnly, '/fhir/Encounter', encounter(`${HTTPS_BASE}/Encounter/${parentEncounter}`))
+        await encounterOnly.post('/fhir/Encounter', encounter(`${HTTPS_BASE}/Encounter/${parentEncounter}`))
       ).json().id as string;
-      const res = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Encounter?_id=${child}&_include=Encounter:part-of`,
-        headers: encounterOnly,
-      });
+      const res = await encounterOnly.get(`/fhir/Encounter?_id=${child}&_include=Encounter:part-of`);
       expect(returned(res)).toEqual([`Encounter/${child}`, `Encounter/${parentEncounter}`]);
     });
 
@@ -185,42 +164,29 @@ describe.each(BACKENDS)('includes keep to the caller’s scopes on %s', (backend
     };
 
     it('Task-only: _include, _include:iterate and _revinclude by GET', async () => {
-      const plain = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Task?_id=${middleTask}&_include=Task:part-of`,
-        headers: taskOnly,
-      });
+      const plain = await taskOnly.get(`/fhir/Task?_id=${middleTask}&_include=Task:part-of`);
       expect(returned(plain)).toEqual([`Task/${middleTask}`]);
-      const res = await t.app.inject({ method: 'GET', url: `/fhir/Task?${query()}`, headers: taskOnly });
+      const res = await taskOnly.get(`/fhir/Task?${query()}`);
       expectTasksOnly(returned(res));
     });
 
     it('Task-only: the same with Prefer: handling=strict', async () => {
-      const res = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Task?${query()}`,
-        headers: { ...taskOnly, prefer: 'handling=strict' },
-      });
+      const res = await taskOnly.get(`/fhir/Task?${query()}`, { prefer: 'handling=strict' });
       expectTasksOnly(returned(res));
     });
 
     it('Task-only: a system search GET /fhir?_type=Task', async () => {
-      const res = await t.app.inject({ method: 'GET', url: `/fhir?_type=Task&${query()}`, headers: taskOnly });
+      const res = await taskOnly.get(`/fhir?_type=Task&${query()}`);
       expectTasksOnly(returned(res));
     });
 
     it('Task-only: POST _search', async () => {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Task/_search',
-        headers: { authorization: taskOnly.authorization, 'content-type': 'application/x-www-form-urlencoded' },
-        payload: query(),
-      });
+      const res = await taskOnly.postForm('/fhir/Task/_search', query());
       expectTasksOnly(returned(res));
     });
 
     it.each(['batch', 'transaction'])('Task-only: a %s GET entry', async (type) => {
-      const res = await post(taskOnly, '/fhir', {
+      const res = await taskOnly.post('/fhir', {
         resourceType: 'Bundle',
         type,
         entry: [{ request: { method: 'GET', url: `Task?${query()}` } }],
@@ -238,7 +204,7 @@ describe.each(BACKENDS)('includes keep to the caller’s scopes on %s', (backend
 
     it('a caller who may search Patients and Conditions sees the stored references followed only to Tasks', async () => {
       // Task:part-of names Tasks only: a row of another type is never an include of it, for anyone.
-      const res = await t.app.inject({ method: 'GET', url: `/fhir/Task?${query()}`, headers: admin });
+      const res = await admin.get(`/fhir/Task?${query()}`);
       expectTasksOnly(returned(res));
     });
   });

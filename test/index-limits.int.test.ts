@@ -8,8 +8,8 @@ import { MAX_INDEX_ROWS_PER_RESOURCE } from '../src/storage/index-limits.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
-const FHIR_JSON = 'application/fhir+json';
 const SYSTEM = 'urn:test:index-limits';
 
 /**
@@ -34,19 +34,16 @@ const OVER_NAMES = MAX_INDEX_ROWS_PER_RESOURCE / 2;
 
 describe.each(BACKENDS)('index rows per resource on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
-  const send = (method: 'POST' | 'PUT', url: string, body: unknown) =>
-    t.app.inject({ method, url, headers: { ...auth, 'content-type': FHIR_JSON }, payload: JSON.stringify(body) });
-  const get = (url: string) => t.app.inject({ method: 'GET', url, headers: auth });
   const found = async (query: string) => {
-    const res = await get(`/fhir/Patient?${query}`);
+    const res = await fhir.get(`/fhir/Patient?${query}`);
     expect(res.statusCode).toBe(200);
     return ((res.json().entry ?? []) as { resource: { id: string } }[]).map((e) => e.resource.id);
   };
@@ -68,22 +65,22 @@ describe.each(BACKENDS)('index rows per resource on %s', (backend) => {
   it('refuses a create over the bound with 422 too-costly, storing nothing', async () => {
     const tag = randomUUID();
     expect(rowsOf(OVER_NAMES)).toBeGreaterThan(MAX_INDEX_ROWS_PER_RESOURCE);
-    expectTooCostly(await send('POST', '/fhir/Patient', patient(tag, OVER_NAMES)));
+    expectTooCostly(await fhir.post('/fhir/Patient', patient(tag, OVER_NAMES)));
     expect(await found(`identifier=${SYSTEM}|${tag}`)).toEqual([]);
     expect(await found(`family:exact=${tag}-0`)).toEqual([]);
 
     const id = randomUUID();
-    expectTooCostly(await send('PUT', `/fhir/Patient/${id}`, { ...patient(tag, OVER_NAMES), id }));
-    expect((await get(`/fhir/Patient/${id}`)).statusCode).toBe(404);
+    expectTooCostly(await fhir.put(`/fhir/Patient/${id}`, { ...patient(tag, OVER_NAMES), id }));
+    expect((await fhir.get(`/fhir/Patient/${id}`)).statusCode).toBe(404);
   });
 
   it('refuses an update over the bound and keeps the previous version and its index rows', async () => {
     const tag = randomUUID();
-    const created = await send('POST', '/fhir/Patient', patient(tag, 1));
+    const created = await fhir.post('/fhir/Patient', patient(tag, 1));
     expect(created.statusCode).toBe(201);
     const { id } = created.json() as { id: string };
-    expectTooCostly(await send('PUT', `/fhir/Patient/${id}`, { ...patient(`${tag}-x`, OVER_NAMES), id }));
-    const read = await get(`/fhir/Patient/${id}`);
+    expectTooCostly(await fhir.put(`/fhir/Patient/${id}`, { ...patient(`${tag}-x`, OVER_NAMES), id }));
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.json()).toMatchObject({ meta: { versionId: '1' }, name: [{ family: `${tag}-0` }] });
     expect(await found(`identifier=${SYSTEM}|${tag}`)).toEqual([id]);
     expect(await found(`family:exact=${tag}-0`)).toEqual([id]);
@@ -92,7 +89,7 @@ describe.each(BACKENDS)('index rows per resource on %s', (backend) => {
 
   it('refuses a transaction with one entry over the bound, storing none of its entries', async () => {
     const tag = randomUUID();
-    const res = await send('POST', '/fhir', {
+    const res = await fhir.post('/fhir', {
       resourceType: 'Bundle',
       type: 'transaction',
       entry: [
@@ -110,7 +107,7 @@ describe.each(BACKENDS)('index rows per resource on %s', (backend) => {
     const names = (MAX_INDEX_ROWS_PER_RESOURCE - practitioners) / 2 - 10;
     expect(rowsOf(names, practitioners)).toBeLessThanOrEqual(MAX_INDEX_ROWS_PER_RESOURCE);
     expect(rowsOf(names, practitioners)).toBeGreaterThan(MAX_INDEX_ROWS_PER_RESOURCE - 100);
-    const res = await send('POST', '/fhir/Patient', patient(tag, names, practitioners));
+    const res = await fhir.post('/fhir/Patient', patient(tag, names, practitioners));
     expect(res.statusCode, res.body.slice(0, 500)).toBe(201);
     const { id } = res.json() as { id: string };
     expect(await found(`identifier=${SYSTEM}|${tag}`)).toEqual([id]);

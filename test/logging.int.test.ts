@@ -8,15 +8,16 @@ import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 import { openDatabase } from '../src/storage/open-database.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 describe.each(BACKENDS)('log lines on %s', (backend) => {
   const raw: string[] = [];
   const lines = () => raw.map((line) => JSON.parse(line) as Record<string, unknown>);
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend, {}, { logger: createLogger('info', { write: (line: string) => raw.push(line) }) });
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
@@ -34,11 +35,9 @@ describe.each(BACKENDS)('log lines on %s', (backend) => {
   it('a search is logged by its path and route, never with its query string', async () => {
     const secret = `SecretName${randomUUID().slice(0, 8)}`;
     const before = completions();
-    const res = await t.app.inject({
-      method: 'GET',
-      url: `/fhir/Patient?name=${secret}&identifier=http://example.org/mrn|${secret}&_has:Condition:subject:code=86406008`,
-      headers: auth,
-    });
+    const res = await fhir.get(
+      `/fhir/Patient?name=${secret}&identifier=http://example.org/mrn|${secret}&_has:Condition:subject:code=86406008`,
+    );
     expect(res.statusCode).toBe(200);
     expect(await logged(completedAfter(before))).toBe(true);
     const access = lines().find((l) => l.event === 'access' && l.path === '/fhir/Patient');
@@ -62,9 +61,7 @@ describe.each(BACKENDS)('log lines on %s', (backend) => {
   });
 
   it('an unexpected error (corrupt stored JSON) is a generic 500, logged with its stack', async () => {
-    const id = (
-      await t.app.inject({ method: 'POST', url: '/fhir/Patient', headers: auth, payload: '{"resourceType":"Patient"}' })
-    ).json().id as string;
+    const id = (await fhir.post('/fhir/Patient', '{"resourceType":"Patient"}')).json().id as string;
     const db = openDatabase(t.database.url);
     try {
       await db.execute('UPDATE resource SET content = ? WHERE type = ? AND id = ?', [
@@ -75,11 +72,8 @@ describe.each(BACKENDS)('log lines on %s', (backend) => {
     } finally {
       await db.close();
     }
-    const res = await t.app.inject({
-      method: 'PATCH',
-      url: `/fhir/Patient/${id}`,
-      headers: { ...auth, 'content-type': 'application/json-patch+json' },
-      payload: '[{"op":"add","path":"/active","value":true}]',
+    const res = await fhir.patch(`/fhir/Patient/${id}`, '[{"op":"add","path":"/active","value":true}]', {
+      'content-type': 'application/json-patch+json',
     });
     expect(res.statusCode).toBe(500);
     expect(res.json().issue[0]).toMatchObject({ code: 'exception', diagnostics: 'Internal server error' });

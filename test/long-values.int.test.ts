@@ -10,8 +10,8 @@ import { INDEX_KEY_LENGTH } from '../src/search/tables.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
-const FHIR_JSON = 'application/fhir+json';
 const SCOPES = ['Observation', 'Patient', 'Questionnaire', 'QuestionnaireResponse']
   .map((t) => `system/${t}.cruds`)
   .join(' ');
@@ -45,29 +45,25 @@ const twin = (text: string): string => cut(text, 0, -1) + 'b';
 
 describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token(SCOPES)}` };
+    fhir = await t.client(SCOPES);
   });
   afterAll(async () => t?.close());
 
-  const send = (method: 'POST' | 'PUT', url: string, body: unknown) =>
-    t.app.inject({ method, url, headers: { ...auth, 'content-type': FHIR_JSON }, payload: JSON.stringify(body) });
   const read = async (type: string, id: string) => {
-    const res = await t.app.inject({ method: 'GET', url: `/fhir/${type}/${id}`, headers: auth });
+    const res = await fhir.get(`/fhir/${type}/${id}`);
     expect(res.statusCode).toBe(200);
     return res.json() as Record<string, unknown>;
   };
   /** Ids found by POST `_search` (a form body: these values do not fit in a URL), sorted. */
   const found = async (type: string, params: [string, string][]) => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${type}/_search`,
-      headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams([...params, ['_count', '50']]).toString(),
-    });
+    const res = await fhir.postForm(
+      `/fhir/${type}/_search`,
+      new URLSearchParams([...params, ['_count', '50']]).toString(),
+    );
     expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
     const bundle = res.json() as { entry?: { resource: { id: string } }[] };
     return (bundle.entry ?? []).map((e) => e.resource.id).sort();
@@ -104,8 +100,8 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
       const same = (s: string) => s;
       const one = randomText(20).replace(/[^A-Za-z0-9]/g, 'x');
       // PUT (create with the client's id) for one, POST for its twin.
-      const a = created(await send('PUT', `/fhir/Observation/${one}`, { ...observation(same), id: one }));
-      const b = created(await send('POST', '/fhir/Observation', observation(twin)));
+      const a = created(await fhir.put(`/fhir/Observation/${one}`, { ...observation(same), id: one }));
+      const b = created(await fhir.post('/fhir/Observation', observation(twin)));
       expect(a).toBe(one);
 
       const stored = await read('Observation', a);
@@ -156,7 +152,7 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
 
       // An update replaces the rows: the old value is found no more, the new one is.
       const next = randomText(length);
-      const updated = await send('PUT', `/fhir/Observation/${a}`, { ...observation(same), id: a, valueString: next });
+      const updated = await fhir.put(`/fhir/Observation/${a}`, { ...observation(same), id: a, valueString: next });
       expect(updated.statusCode, updated.body.slice(0, 300)).toBe(200);
       expect(await search([['value-string:exact', text]])).toEqual([]);
       expect(await search([['value-string:exact', next]])).toEqual([a]);
@@ -176,13 +172,12 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
         valueQuantity: { value: 5.4, unit: variant(unit), system, code: variant(unitCode) },
       });
       const a = created(
-        await send(
-          'POST',
+        await fhir.post(
           '/fhir/Observation',
           observation((s) => s),
         ),
       );
-      const b = created(await send('POST', '/fhir/Observation', observation(twin)));
+      const b = created(await fhir.post('/fhir/Observation', observation(twin)));
       expect(await read('Observation', a)).toMatchObject(observation((s) => s));
 
       const search = (params: [string, string][]) => found('Observation', params);
@@ -208,13 +203,12 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
         address: [{ line: [variant(line)], city: 'Springfield' }],
       });
       const a = created(
-        await send(
-          'POST',
+        await fhir.post(
           '/fhir/Patient',
           patient((s) => s),
         ),
       );
-      const b = created(await send('POST', '/fhir/Patient', patient(twin)));
+      const b = created(await fhir.post('/fhir/Patient', patient(twin)));
       expect(await read('Patient', a)).toMatchObject(patient((s) => s));
 
       const search = (params: [string, string][]) => found('Patient', params);
@@ -243,8 +237,8 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
         status: 'active',
         url: canonical,
       });
-      const a = created(await send('POST', '/fhir/Questionnaire', questionnaire(url)));
-      const b = created(await send('POST', '/fhir/Questionnaire', questionnaire(twin(url))));
+      const a = created(await fhir.post('/fhir/Questionnaire', questionnaire(url)));
+      const b = created(await fhir.post('/fhir/Questionnaire', questionnaire(twin(url))));
       expect((await read('Questionnaire', a)).url).toBe(url);
 
       const search = (params: [string, string][]) => found('Questionnaire', params);
@@ -261,8 +255,8 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
         status: 'completed',
         questionnaire: canonical,
       });
-      const r = created(await send('POST', '/fhir/QuestionnaireResponse', response(url)));
-      const s = created(await send('POST', '/fhir/QuestionnaireResponse', response(twin(url))));
+      const r = created(await fhir.post('/fhir/QuestionnaireResponse', response(url)));
+      const s = created(await fhir.post('/fhir/QuestionnaireResponse', response(twin(url))));
       expect((await read('QuestionnaireResponse', r)).questionnaire).toBe(url);
       expect(await found('QuestionnaireResponse', [['questionnaire', url]])).toEqual([r]);
       expect(await found('QuestionnaireResponse', [['questionnaire', twin(url)]])).toEqual([s]);
@@ -275,8 +269,8 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
     const exact = head + randomText(INDEX_KEY_LENGTH - head.length);
     const longer = exact + 'x';
     const questionnaire = (url: string) => ({ resourceType: 'Questionnaire', status: 'active', url, title: url });
-    const a = created(await send('POST', '/fhir/Questionnaire', questionnaire(exact)));
-    const b = created(await send('POST', '/fhir/Questionnaire', questionnaire(longer)));
+    const a = created(await fhir.post('/fhir/Questionnaire', questionnaire(exact)));
+    const b = created(await fhir.post('/fhir/Questionnaire', questionnaire(longer)));
     const search = (params: [string, string][]) => found('Questionnaire', params);
     expect(await search([['url', exact]])).toEqual([a]);
     expect(await search([['url', longer]])).toEqual([b]);
@@ -285,7 +279,7 @@ describe.each(BACKENDS)('long values in indexed elements on %s', (backend) => {
     expect(await search([['title:exact', exact]])).toEqual([a]);
     // Sorted by url over every Questionnaire (read from the index in key order): the one whose url is
     // the key comes before the longer one sharing it.
-    const byUrl = await t.app.inject({ method: 'GET', url: '/fhir/Questionnaire?_sort=url&_count=100', headers: auth });
+    const byUrl = await fhir.get('/fhir/Questionnaire?_sort=url&_count=100');
     expect(byUrl.statusCode).toBe(200);
     const order = (byUrl.json() as { entry: { resource: { id: string } }[] }).entry.map((e) => e.resource.id);
     expect(order.indexOf(a)).toBeGreaterThanOrEqual(0);

@@ -13,6 +13,10 @@ import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import { sqliteTestDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
+import { httpInject } from './support/http-inject.js';
+import type { HttpInjector } from './support/http-inject.js';
 import { startServerProcess } from './support/server-process.js';
 import type { ServerProcess } from './support/server-process.js';
 
@@ -65,7 +69,8 @@ function search(i: number): { type: string; query: string } {
 describe.skipIf(process.platform !== 'linux')('memory after many distinct searches (SQLite)', () => {
   let database: TestDatabase;
   let server: ServerProcess;
-  let headers: Record<string, string>;
+  let http: HttpInjector;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     database = sqliteTestDatabase();
@@ -76,16 +81,12 @@ describe.skipIf(process.platform !== 'linux')('memory after many distinct search
     await new AccountStore(db).create({ username, password, scopes: ['system/Observation.rs', 'system/Patient.rs'] });
     await db.close();
     server = await startServerProcess({ DATABASE_URL: database.url });
-    const res = await fetch(`${server.url}/v1/ambient/api/auth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ username, password }),
-    });
-    expect(res.status).toBe(200);
-    headers = { authorization: `Bearer ${((await res.json()) as { access_token: string }).access_token}` };
+    http = httpInject(server.url);
+    fhir = fhirClient(http, await passwordToken(http, username, password));
   }, 60_000);
 
   afterAll(async () => {
+    http?.close();
     server?.child.kill('SIGTERM');
     await server?.exited;
     await database?.dispose();
@@ -99,27 +100,19 @@ describe.skipIf(process.platform !== 'linux')('memory after many distinct search
       const { type, query } = search(i);
       if (i % 3 === 2) {
         // A GET entry of a transaction runs on the writer connection (its own statement cache).
-        const res = await fetch(`${server.url}/fhir`, {
-          method: 'POST',
-          headers: { ...headers, 'content-type': 'application/fhir+json' },
-          body: JSON.stringify({
-            resourceType: 'Bundle',
-            type: 'transaction',
-            entry: [{ request: { method: 'GET', url: `${type}?${query}` } }],
-          }),
+        const res = await fhir.post('/fhir', {
+          resourceType: 'Bundle',
+          type: 'transaction',
+          entry: [{ request: { method: 'GET', url: `${type}?${query}` } }],
         });
-        const body = (await res.json()) as { resourceType: string; entry?: { response: { status: string } }[] };
-        expect(res.status, JSON.stringify(body).slice(0, 500)).toBe(200);
+        const body = res.json<{ resourceType: string; entry?: { response: { status: string } }[] }>();
+        expect(res.statusCode, JSON.stringify(body).slice(0, 500)).toBe(200);
         expect(body.entry?.[0].response.status).toBe('200 OK');
         return;
       }
-      const res = await fetch(`${server.url}/fhir/${type}/_search`, {
-        method: 'POST',
-        headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
-        body: query,
-      });
-      const body = (await res.json()) as { resourceType: string; type?: string };
-      expect(res.status, JSON.stringify(body).slice(0, 500)).toBe(200);
+      const res = await fhir.postForm(`/fhir/${type}/_search`, query);
+      const body = res.json<{ resourceType: string; type?: string }>();
+      expect(res.statusCode, JSON.stringify(body).slice(0, 500)).toBe(200);
       expect(body.type).toBe('searchset');
     };
     for (let i = 0; i < SEARCHES; i += 4) {

@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from '../src/config.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 /** The value of one sample, e.g. sample(text, 'ambient_fhir_http_requests_total', {route: '/fhir/:type'}). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -21,7 +22,7 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 
 describe.each(BACKENDS)('metrics on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   let url: string;
   const scrape = async () => {
     const res = await fetch(url);
@@ -32,7 +33,7 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
 
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_METRICS_PORT: '0', AMBIENT_SCRIBE_POLL_MS: '50' });
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
     const address = t.app.metricsAddress();
     expect(address).toBeDefined();
     url = `http://127.0.0.1:${address!.port}/metrics`;
@@ -40,22 +41,15 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
   afterAll(async () => t?.close());
 
   it('counts requests by route pattern, FHIR interaction and status, with a latency histogram', async () => {
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: auth,
-      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Metrics' }] }),
-    });
+    const created = await fhir.post('/fhir/Patient', { resourceType: 'Patient', name: [{ family: 'Metrics' }] });
     expect(created.statusCode).toBe(201);
     const id = created.json().id as string;
     for (let i = 0; i < 3; i++) {
-      expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth })).statusCode).toBe(200);
+      expect((await fhir.get(`/fhir/Patient/${id}`)).statusCode).toBe(200);
     }
     const missing = randomUUID();
-    expect((await t.app.inject({ method: 'GET', url: `/fhir/Patient/${missing}`, headers: auth })).statusCode).toBe(
-      404,
-    );
-    await t.app.inject({ method: 'GET', url: '/fhir/Patient?family=Metrics', headers: auth });
+    expect((await fhir.get(`/fhir/Patient/${missing}`)).statusCode).toBe(404);
+    await fhir.get('/fhir/Patient?family=Metrics');
     await t.app.inject({ method: 'GET', url: `/no/such/${missing}` });
 
     const text = await scrape();
@@ -104,14 +98,9 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
   });
 
   it('reports the scribe queue and the outcome of its jobs', async () => {
-    const submitted = await t.app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/scribe',
-      headers: auth,
-      payload: JSON.stringify({
-        transcripts: ['Doctor: How are you? Patient: Fine, a mild cough.'],
-        template_ids: [1],
-      }),
+    const submitted = await fhir.post('/v1/ambient/api/scribe', {
+      transcripts: ['Doctor: How are you? Patient: Fine, a mild cough.'],
+      template_ids: [1],
     });
     expect(submitted.statusCode).toBe(202);
     let text = '';

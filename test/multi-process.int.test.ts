@@ -11,6 +11,8 @@ import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
 import { postgresTestDatabase, sqliteTestDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
+import { bearer, fhirClient, passwordToken } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 import { startProcessPair } from './support/process-pair.js';
 import { startServerProcess } from './support/server-process.js';
 import type { ServerProcess } from './support/server-process.js';
@@ -106,7 +108,7 @@ describe('serve --workers', () => {
       const statuses: number[] = [];
       for (let i = 0; i < 16; i++) {
         const res = await request(`${server.url}/fhir/Patient?_count=1`, {
-          headers: { authorization: `Bearer ${token}` },
+          headers: bearer(token),
         });
         statuses.push(res.status);
       }
@@ -132,7 +134,7 @@ describe('serve --workers', () => {
       const answeredBefore = answeringPids(server.output()).length;
       for (let i = 0; i < 6; i++) {
         const res = await request(`${server.url}/fhir/Patient?_count=1`, {
-          headers: { authorization: `Bearer ${token}` },
+          headers: bearer(token),
         });
         expect(res.status).toBe(200);
       }
@@ -170,34 +172,15 @@ describe('two processes on one database behind a front', () => {
     try {
       const username = `pair-${randomUUID()}`;
       await new AccountStore(admin).create({ username, password: 'pw-pair-long', scopes: ['system/*.cruds'] });
-      const login = await pair.inject({
-        method: 'POST',
-        url: '/v1/ambient/api/auth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ username, password: 'pw-pair-long' }).toString(),
-      });
-      const headers = { authorization: `Bearer ${login.json().access_token as string}` };
+      const fhir = fhirClient(pair, await passwordToken(pair, username, 'pw-pair-long'));
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
-        const created = await pair.inject({
-          method: 'POST',
-          url: '/fhir/Patient',
-          headers: { ...headers, 'content-type': 'application/fhir+json' },
-          payload: { resourceType: 'Patient', name: [{ family: `Pair${i}` }] },
-        });
+        const created = await fhir.create({ resourceType: 'Patient', name: [{ family: `Pair${i}` }] });
         expect(created.statusCode).toBe(201);
         ids.push(created.json().id as string);
       }
-      const seen: string[] = [];
-      let url: string | undefined = '/fhir/Patient?_count=2&_sort=_id';
-      while (url) {
-        const page = await pair.inject({ url, headers });
-        expect(page.statusCode).toBe(200);
-        const bundle = page.json();
-        seen.push(...(bundle.entry ?? []).map((e: { resource: { id: string } }) => e.resource.id));
-        const next = (bundle.link as { relation: string; url: string }[]).find((l) => l.relation === 'next');
-        url = next?.url.replace(PUBLIC_URL, '');
-      }
+      const pages = await fhir.pages('/fhir/Patient?_count=2&_sort=_id');
+      const seen = pages.flatMap((bundle) => (bundle.entry ?? []).map((e) => e.resource!.id));
       expect(seen).toEqual([...ids].sort());
       expect(pair.served[0]).toBeGreaterThan(3);
       expect(Math.abs(pair.served[0] - pair.served[1])).toBeLessThanOrEqual(1);
@@ -215,22 +198,11 @@ describe('two processes on one database behind a front', () => {
       });
       expect(result.status, result.stderr).toBe(0);
     };
-    const login = async (username: string, password: string) => {
-      const res = await pair.inject({
-        method: 'POST',
-        url: '/v1/ambient/api/auth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ username, password }).toString(),
-      });
-      expect(res.statusCode).toBe(200);
-      return { authorization: `Bearer ${res.json().access_token as string}` };
-    };
+    const login = async (username: string, password: string) =>
+      fhirClient(pair, await passwordToken(pair, username, password));
     /** Two requests: through the front, one reaches each process. */
-    const bothAnswer = async (headers: Record<string, string>) =>
-      [
-        await pair.inject({ url: '/fhir/Patient?_count=1', headers }),
-        await pair.inject({ url: '/fhir/Patient?_count=1', headers }),
-      ].map((r) => r.statusCode);
+    const bothAnswer = async (fhir: FhirClient) =>
+      [await fhir.get('/fhir/Patient?_count=1'), await fhir.get('/fhir/Patient?_count=1')].map((r) => r.statusCode);
     try {
       const accounts = new AccountStore(admin);
       const username = `shared-${randomUUID()}`;

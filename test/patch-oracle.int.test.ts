@@ -4,32 +4,27 @@
 // still gets the reason.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
-import { FHIR_JSON, startRobustnessApp } from './support/robustness.js';
+import { FHIR_JSON, JSON_PATCH } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
+import { startRobustnessApp } from './support/robustness.js';
 import type { TestApp } from './support/test-app.js';
-
-const JSON_PATCH = 'application/json-patch+json';
 
 describe.each(BACKENDS)('JSON Patch answers without r on %s', (backend) => {
   let t: TestApp;
-  let everything: string;
-  let updateOnly: string;
-  let readUpdate: string;
+  let everything: FhirClient;
+  let updateOnly: FhirClient;
+  let readUpdate: FhirClient;
   /** Two Patients that differ in everything the patches below touch. */
   let full: string;
   let empty: string;
 
   beforeAll(async () => {
     t = await startRobustnessApp(backend);
-    everything = `Bearer ${await t.token()}`;
-    updateOnly = `Bearer ${await t.token('system/Patient.u')}`;
-    readUpdate = `Bearer ${await t.token('system/Patient.ru')}`;
+    everything = await t.client();
+    updateOnly = await t.client('system/Patient.u');
+    readUpdate = await t.client('system/Patient.ru');
     const create = async (resource: Record<string, unknown>) => {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers: { authorization: everything, 'content-type': FHIR_JSON },
-        payload: JSON.stringify(resource),
-      });
+      const res = await everything.post('/fhir/Patient', resource);
       expect(res.statusCode, res.body).toBe(201);
       return (res.json() as { id: string }).id;
     };
@@ -44,13 +39,8 @@ describe.each(BACKENDS)('JSON Patch answers without r on %s', (backend) => {
   });
   afterAll(async () => t?.close());
 
-  const patch = (authorization: string, id: string, operations: unknown) =>
-    t.app.inject({
-      method: 'PATCH',
-      url: `/fhir/Patient/${id}`,
-      headers: { authorization, 'content-type': JSON_PATCH },
-      payload: JSON.stringify(operations),
-    });
+  const patch = (client: FhirClient, id: string, operations: unknown) =>
+    client.patch(`/fhir/Patient/${id}`, operations, { 'content-type': JSON_PATCH });
 
   // Each fails on both Patients, for reasons that differ with what each holds.
   const FAILING: [string, unknown[]][] = [
@@ -74,11 +64,7 @@ describe.each(BACKENDS)('JSON Patch answers without r on %s', (backend) => {
     expect(answers[0].body.replaceAll(full, '<id>')).toBe(answers[1].body.replaceAll(empty, '<id>'));
     expect(answers[0].json().issue[0].details.coding[0].code).toBe('patch-failed');
     // And nothing was written.
-    const read = await t.app.inject({
-      method: 'GET',
-      url: `/fhir/Patient/${full}`,
-      headers: { authorization: everything },
-    });
+    const read = await everything.get(`/fhir/Patient/${full}`);
     expect(read.json().meta.versionId).toBe('1');
   });
 
@@ -98,11 +84,7 @@ describe.each(BACKENDS)('JSON Patch answers without r on %s', (backend) => {
     const res = await patch(updateOnly, empty, [{ op: 'add', path: '/gender', value: 'other' }]);
     expect(res.statusCode).toBe(200);
     expect(res.body).toBe('');
-    const read = await t.app.inject({
-      method: 'GET',
-      url: `/fhir/Patient/${empty}`,
-      headers: { authorization: everything },
-    });
+    const read = await everything.get(`/fhir/Patient/${empty}`);
     expect(read.json().gender).toBe('other');
   });
 });

@@ -14,6 +14,8 @@ import { openDatabase } from '../src/storage/open-database.js';
 import { pgbouncerUnavailable, startPgbouncer } from './support/pg-servers.js';
 import type { Pooler } from './support/pg-servers.js';
 import { postgresTestUrl } from './support/provided.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const unavailable = pgbouncerUnavailable();
 if (unavailable) console.warn(`PgBouncer suite skipped: ${unavailable}`);
@@ -36,7 +38,7 @@ describe.skipIf(unavailable)('behind PgBouncer (transaction pooling)', () => {
   let server: URL;
   let pooler: Pooler;
   let app: FastifyInstance;
-  let headers: Record<string, string>;
+  let fhir: FhirClient;
 
   async function onServer(text: string): Promise<void> {
     const client = new pg.Client({ connectionString: server.toString() });
@@ -65,14 +67,7 @@ describe.skipIf(unavailable)('behind PgBouncer (transaction pooling)', () => {
     const username = `pooled-${randomUUID()}`;
     await new AccountStore(admin).create({ username, password: 'pw-pooled-1', scopes: ['system/*.cruds'] });
     await admin.close();
-    const login = await app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username, password: 'pw-pooled-1' }).toString(),
-    });
-    expect(login.statusCode).toBe(200);
-    headers = { authorization: `Bearer ${login.json().access_token as string}` };
+    fhir = fhirClient(app, await passwordToken(app, username, 'pw-pooled-1'));
   }, 120_000);
   afterAll(async () => {
     await app?.close();
@@ -83,12 +78,7 @@ describe.skipIf(unavailable)('behind PgBouncer (transaction pooling)', () => {
   it('creates, reads, updates and searches concurrently, many requests over two server connections', async () => {
     const created = await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
-        app.inject({
-          method: 'POST',
-          url: '/fhir/Patient',
-          headers: { ...headers, 'content-type': 'application/fhir+json' },
-          payload: { resourceType: 'Patient', name: [{ family: `Pooled${i % 3}` }], gender: 'female' },
-        }),
+        fhir.post('/fhir/Patient', { resourceType: 'Patient', name: [{ family: `Pooled${i % 3}` }], gender: 'female' }),
       ),
     );
     expect(created.map((r) => r.statusCode)).toEqual(Array(30).fill(201));
@@ -96,64 +86,55 @@ describe.skipIf(unavailable)('behind PgBouncer (transaction pooling)', () => {
 
     const rounds = await Promise.all(
       ids.flatMap((id, i) => [
-        app.inject({ url: `/fhir/Patient/${id}`, headers }),
-        app.inject({ url: `/fhir/Patient?family=Pooled${i % 3}&_count=5&_total=accurate`, headers }),
-        app.inject({
-          method: 'PUT',
-          url: `/fhir/Patient/${id}`,
-          headers: { ...headers, 'content-type': 'application/fhir+json' },
-          payload: { resourceType: 'Patient', id, name: [{ family: `Pooled${i % 3}` }], gender: 'male' },
+        fhir.get(`/fhir/Patient/${id}`),
+        fhir.get(`/fhir/Patient?family=Pooled${i % 3}&_count=5&_total=accurate`),
+        fhir.put(`/fhir/Patient/${id}`, {
+          resourceType: 'Patient',
+          id,
+          name: [{ family: `Pooled${i % 3}` }],
+          gender: 'male',
         }),
       ]),
     );
     expect(rounds.map((r) => r.statusCode)).toEqual(Array(90).fill(200));
     for (let i = 1; i < rounds.length; i += 3) expect(rounds[i].json().total).toBe(10);
 
-    const search = await app.inject({ url: '/fhir/Patient?gender=male&_count=100&_total=accurate', headers });
+    const search = await fhir.get('/fhir/Patient?gender=male&_count=100&_total=accurate');
     expect(search.json().total).toBe(30);
-    const history = await app.inject({ url: `/fhir/Patient/${ids[0]}/_history`, headers });
+    const history = await fhir.get(`/fhir/Patient/${ids[0]}/_history`);
     expect(history.json().entry.map((e: any) => e.resource.meta.versionId)).toEqual(['2', '1']);
   });
 
   it('runs a transaction Bundle and a conditional create through the pooler', async () => {
-    const bundle = await app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...headers, 'content-type': 'application/fhir+json' },
-      payload: {
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          {
-            fullUrl: 'urn:uuid:0d4e5f1a-0000-4000-8000-000000000001',
-            resource: { resourceType: 'Patient', identifier: [{ system: 'urn:pooled', value: 'tx-1' }] },
-            request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:pooled|tx-1' },
+    const bundle = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:0d4e5f1a-0000-4000-8000-000000000001',
+          resource: { resourceType: 'Patient', identifier: [{ system: 'urn:pooled', value: 'tx-1' }] },
+          request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=urn:pooled|tx-1' },
+        },
+        {
+          resource: {
+            resourceType: 'Observation',
+            status: 'final',
+            code: { text: 'pooled' },
+            subject: { reference: 'urn:uuid:0d4e5f1a-0000-4000-8000-000000000001' },
           },
-          {
-            resource: {
-              resourceType: 'Observation',
-              status: 'final',
-              code: { text: 'pooled' },
-              subject: { reference: 'urn:uuid:0d4e5f1a-0000-4000-8000-000000000001' },
-            },
-            request: { method: 'POST', url: 'Observation' },
-          },
-        ],
-      },
+          request: { method: 'POST', url: 'Observation' },
+        },
+      ],
     });
     expect(bundle.statusCode).toBe(200);
     expect(bundle.json().entry.map((e: any) => e.response.status)).toEqual(['201 Created', '201 Created']);
-    const again = await app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { ...headers, 'content-type': 'application/fhir+json', 'if-none-exist': 'identifier=urn:pooled|tx-1' },
-      payload: { resourceType: 'Patient', identifier: [{ system: 'urn:pooled', value: 'tx-1' }] },
-    });
+    const again = await fhir.post(
+      '/fhir/Patient',
+      { resourceType: 'Patient', identifier: [{ system: 'urn:pooled', value: 'tx-1' }] },
+      { 'if-none-exist': 'identifier=urn:pooled|tx-1' },
+    );
     expect(again.statusCode).toBe(200);
-    const observations = await app.inject({
-      url: '/fhir/Observation?subject:Patient.identifier=urn:pooled|tx-1',
-      headers,
-    });
+    const observations = await fhir.get('/fhir/Observation?subject:Patient.identifier=urn:pooled|tx-1');
     expect(observations.json().entry).toHaveLength(1);
   });
 });

@@ -32,6 +32,8 @@ import { AccountStore } from '../src/auth/accounts.js';
 import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import { SqliteDatabase } from '../src/storage/sqlite/sqlite-database.js';
+import { bearer, passwordToken } from './support/fhir-client.js';
+import { httpInject } from './support/http-inject.js';
 import { PowercutMount, powercutUnavailable } from './support/powercut.js';
 import type { PowercutCounters } from './support/powercut.js';
 import { startServerProcess } from './support/server-process.js';
@@ -64,16 +66,6 @@ function generator(...seeds: number[]): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-async function tokenFrom(url: string, username: string, password: string): Promise<string> {
-  const res = await fetch(`${url}/v1/ambient/api/auth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ username, password }),
-  });
-  if (res.status !== 200) throw new Error(`token: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { access_token: string }).access_token;
 }
 
 /** Counts a workload's unexpected answers (any is a failure: nothing here should be refused). */
@@ -120,7 +112,7 @@ describe.skipIf(unavailable)(`power cuts on SQLite (seed ${SEED})`, () => {
     const server = await startServerProcess({ DATABASE_URL: url, ...env });
     servers.add(server);
     void server.exited.then(() => servers.delete(server));
-    const headers = { authorization: `Bearer ${await tokenFrom(server.url, username, password)}` };
+    const headers = bearer(await passwordToken(httpInject(server.url), username, password));
     return { server, headers };
   }
 

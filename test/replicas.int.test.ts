@@ -14,6 +14,8 @@ import { openDatabase } from '../src/storage/open-database.js';
 import { BulkClient } from './support/bulk-export-client.js';
 import { postgresServersUnavailable, removeServers, startPrimary, startStandby } from './support/pg-servers.js';
 import type { PgServer } from './support/pg-servers.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const unavailable = postgresServersUnavailable();
 if (unavailable) console.warn(`replica suite skipped: ${unavailable}`);
@@ -34,38 +36,26 @@ describe.skipIf(unavailable)('reads on a streaming replica', () => {
   let primary: PgServer;
   let standby: PgServer;
   let app: FastifyInstance;
-  let writer: Record<string, string>;
-  let reader: Record<string, string>;
+  let writer: FhirClient;
+  let reader: FhirClient;
 
-  async function tokenFor(accounts: AccountStore): Promise<Record<string, string>> {
+  async function clientFor(accounts: AccountStore): Promise<FhirClient> {
     const username = `replica-${randomUUID()}`;
     await accounts.create({ username, password: 'pw-replica-1', scopes: ['system/*.cruds'] });
-    const login = await app.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username, password: 'pw-replica-1' }).toString(),
-    });
-    return { authorization: `Bearer ${login.json().access_token as string}` };
+    return fhirClient(app, await passwordToken(app, username, 'pw-replica-1'));
   }
 
-  const families = async (headers: Record<string, string>, family: string): Promise<number> => {
-    const res = await app.inject({ url: `/fhir/Patient?family=${family}&_total=accurate`, headers });
+  const families = async (client: FhirClient, family: string): Promise<number> => {
+    const res = await client.get(`/fhir/Patient?family=${family}&_total=accurate`);
     expect(res.statusCode).toBe(200);
     return res.json().total as number;
   };
   const create = async (family: string): Promise<string> => {
-    const res = await app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { ...writer, 'content-type': 'application/fhir+json' },
-      payload: { resourceType: 'Patient', name: [{ family }] },
-    });
+    const res = await writer.create({ resourceType: 'Patient', name: [{ family }] });
     expect(res.statusCode).toBe(201);
     return res.json().id as string;
   };
-  const statusOf = async (headers: Record<string, string>, url: string): Promise<number> =>
-    (await app.inject({ url, headers })).statusCode;
+  const statusOf = async (client: FhirClient, url: string): Promise<number> => (await client.get(url)).statusCode;
 
   beforeAll(async () => {
     primary = await startPrimary();
@@ -82,8 +72,8 @@ describe.skipIf(unavailable)('reads on a streaming replica', () => {
     await app.ready();
     const admin = openDatabase(primary.url);
     const accounts = new AccountStore(admin);
-    writer = await tokenFor(accounts);
-    reader = await tokenFor(accounts);
+    writer = await clientFor(accounts);
+    reader = await clientFor(accounts);
     await admin.close();
   }, 120_000);
   afterAll(async () => {
@@ -104,19 +94,18 @@ describe.skipIf(unavailable)('reads on a streaming replica', () => {
     // Reads by id, versions and history the same way: the writer gets its Patient, the reader the
     // replica's 404.
     for (const url of [`/fhir/Patient/${paused}`, `/fhir/Patient/${paused}/_history/1`]) {
-      const own = await app.inject({ url, headers: writer });
+      const own = await writer.get(url);
       expect(own.statusCode, url).toBe(200);
       expect(own.json()).toMatchObject({ id: paused, meta: { versionId: '1' }, name: [{ family: 'Paused' }] });
       expect(await statusOf(reader, url), url).toBe(404);
     }
-    const history = await app.inject({ url: `/fhir/Patient/${paused}/_history`, headers: writer });
+    const history = await writer.get(`/fhir/Patient/${paused}/_history`);
     expect(history.statusCode).toBe(200);
     expect(history.json().entry.map((e: { resource: { id: string } }) => e.resource.id)).toEqual([paused]);
     expect(await statusOf(reader, `/fhir/Patient/${paused}/_history`)).toBe(404);
     // An export started now reads on a replica only once it has replayed everything before the start:
     // the paused one has not, so the primary serves the export, and the new Patient is in it.
-    const readerToken = reader.authorization.slice('Bearer '.length);
-    const bulk = new BulkClient(app, readerToken);
+    const bulk = new BulkClient(app, reader.token!);
     const manifest = await bulk.manifest(await bulk.start('/fhir/Patient/$export'));
     expect((await bulk.resources(manifest)).get('Patient')?.map((p) => p.id)).toContain(paused);
 

@@ -8,6 +8,9 @@ import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import { BACKENDS, testDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
+import { FHIR_JSON, fhirClient, passwordToken } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
+import { httpInject } from './support/http-inject.js';
 import { startServerProcess } from './support/server-process.js';
 import type { ServerProcess } from './support/server-process.js';
 
@@ -27,7 +30,7 @@ const operation = (type: string, path: string) => ({
 describe.each(BACKENDS)('request FHIRPath over HTTP on %s', (backend) => {
   let database: TestDatabase;
   let server: ServerProcess;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   let patientId: string;
 
   beforeAll(async () => {
@@ -40,18 +43,11 @@ describe.each(BACKENDS)('request FHIRPath over HTTP on %s', (backend) => {
     await new AccountStore(db).create({ username, password, scopes: ['system/Patient.cru'] });
     await db.close();
     server = await startServerProcess({ DATABASE_URL: database.url });
-    const token = await fetch(`${server.url}/v1/ambient/api/auth/token`, {
-      method: 'POST',
-      body: new URLSearchParams({ username, password }),
-    });
-    auth = { authorization: `Bearer ${((await token.json()) as { access_token: string }).access_token}` };
+    const http = httpInject(server.url);
+    fhir = fhirClient(http, await passwordToken(http, username, password));
     // 40 "a" and a "!": JavaScript's RegExp needs hours for (a+)+$ on it (28 took 4.7 s, doubling per "a").
-    const created = await fetch(`${server.url}/fhir/Patient`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
-      body: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'a'.repeat(40) + '!' }] }),
-    });
-    patientId = ((await created.json()) as { id: string }).id;
+    const created = await fhir.create({ resourceType: 'Patient', name: [{ family: 'a'.repeat(40) + '!' }] });
+    patientId = created.json<{ id: string }>().id;
   }, 60_000);
 
   afterAll(async () => {
@@ -63,7 +59,7 @@ describe.each(BACKENDS)('request FHIRPath over HTTP on %s', (backend) => {
   const patch = (body: unknown) =>
     fetch(`${server.url}/fhir/Patient/${patientId}`, {
       method: 'PATCH',
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
+      headers: { ...fhir.auth, 'content-type': FHIR_JSON },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(15_000),
     });

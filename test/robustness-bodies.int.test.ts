@@ -11,6 +11,7 @@ import { MAX_INDEX_ROWS_PER_RESOURCE } from '../src/storage/index-limits.js';
 import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from './support/fhir-arbitraries.js';
 import { BACKENDS } from './support/databases.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient, Reply } from './support/fhir-client.js';
 import {
   describeRequest,
   expectAnswered,
@@ -28,21 +29,13 @@ type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startRobustnessApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
-
-  const send = (method: Method, url: string, payload?: string | Buffer, headers: Record<string, string> = {}) =>
-    t.app.inject({
-      method,
-      url,
-      headers: { ...auth, ...(payload !== undefined ? { 'content-type': FHIR_JSON } : {}), ...headers },
-      ...(payload !== undefined ? { payload } : {}),
-    });
 
   /** Sends and checks the answer is a 4xx OperationOutcome (optionally one of `statuses`). */
   const refused = async (
@@ -52,14 +45,14 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
     statuses?: number[],
     headers: Record<string, string> = {},
   ) => {
-    const res = await send(method, url, payload, headers);
+    const res = await fhir.request(method, url, payload, headers);
     expectClientError(res, describeRequest(method, url, payload), statuses);
     return res;
   };
 
   /** A stored Patient to update and patch. */
   const storedPatient = async () => {
-    const res = await send('POST', '/fhir/Patient', JSON.stringify({ resourceType: 'Patient', active: true }));
+    const res = await fhir.post('/fhir/Patient', JSON.stringify({ resourceType: 'Patient', active: true }));
     expect(res.statusCode).toBe(201);
     return (res.json() as { id: string }).id;
   };
@@ -68,7 +61,9 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
   const expectReadsBack = async (res: { statusCode: number; body: string }) => {
     const stored = JSON.parse(res.body) as { resourceType: string; id: string };
     // As FHIR JSON: a Binary is otherwise answered as its raw content.
-    const read = await send('GET', `/fhir/${stored.resourceType}/${stored.id}`, undefined, { accept: FHIR_JSON });
+    const read = await fhir.get(`/fhir/${stored.resourceType}/${stored.id}`, {
+      accept: FHIR_JSON,
+    });
     expect(read.statusCode).toBe(200);
     expect(read.json()).toEqual(stored);
   };
@@ -109,7 +104,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
     });
 
     it('still answers normally afterwards', async () => {
-      const res = await send('POST', '/fhir/Patient', JSON.stringify({ resourceType: 'Patient', gender: 'other' }));
+      const res = await fhir.post('/fhir/Patient', JSON.stringify({ resourceType: 'Patient', gender: 'other' }));
       expect(res.statusCode).toBe(201);
     });
   });
@@ -129,11 +124,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       // 1 (resource) + 2 per extension level (array and object): 31 levels of extensions is depth 63.
       let extension: Record<string, unknown> = { url: 'http://example.org/leaf', valueString: 'leaf' };
       for (let i = 0; i < 30; i++) extension = { url: `http://example.org/e${i}`, extension: [extension] };
-      const res = await send(
-        'POST',
-        '/fhir/Patient',
-        JSON.stringify({ resourceType: 'Patient', extension: [extension] }),
-      );
+      const res = await fhir.post('/fhir/Patient', JSON.stringify({ resourceType: 'Patient', extension: [extension] }));
       expect(res.statusCode).toBe(201);
       await expectReadsBack(res);
     });
@@ -181,7 +172,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       const patch = Buffer.concat([Buffer.from('[{"op":"add","path":"/gender","value":"'), bad, Buffer.from('"}]')]);
       await refused('PATCH', `/fhir/Patient/${id}`, patch, [400], { 'content-type': 'application/json-patch+json' });
       const form = Buffer.concat([Buffer.from('name='), bad]);
-      const search = await send('POST', '/fhir/Patient/_search', form, {
+      const search = await fhir.post('/fhir/Patient/_search', form, {
         'content-type': 'application/x-www-form-urlencoded',
       });
       expectAnswered(search, `POST /fhir/Patient/_search name=${_name}`);
@@ -190,7 +181,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
     it('answers invalid UTF-8 in the URL without a server error', async () => {
       for (const url of ['/fhir/Patient?name=%FF', '/fhir/Patient?%FF=x', '/fhir/Patient/_history?_since=%C0%80']) {
         // Undecodable bytes in a query value decode to U+FFFD (WHATWG URL rules): a search that matches nothing.
-        expectAnswered(await send('GET', url), `GET ${url}`);
+        expectAnswered(await fhir.get(url), `GET ${url}`);
       }
     });
 
@@ -207,23 +198,18 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
         '\ufeff',
       ];
       for (const family of values) {
-        const res = await send(
-          'POST',
-          '/fhir/Patient',
-          JSON.stringify({ resourceType: 'Patient', name: [{ family }] }),
-        );
+        const res = await fhir.post('/fhir/Patient', JSON.stringify({ resourceType: 'Patient', name: [{ family }] }));
         expectAnswered(res, `POST /fhir/Patient family=${JSON.stringify(family)}`);
         if (res.statusCode === 201) await expectReadsBack(res);
       }
       // A UTF-8 byte order mark before the JSON is not JSON: refused, not a crash.
       const bom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"resourceType":"Patient"}')]);
-      expectAnswered(await send('POST', '/fhir/Patient', bom), 'POST /fhir/Patient (BOM)');
+      expectAnswered(await fhir.post('/fhir/Patient', bom), 'POST /fhir/Patient (BOM)');
     });
   });
 
   it('refuses a string holding an escaped U+0000 (a control character) with 401, or stores it whole', async () => {
-    const res = await send(
-      'POST',
+    const res = await fhir.post(
       '/fhir/Patient',
       JSON.stringify({ resourceType: 'Patient', name: [{ family: 'a\u0000b' }] }),
     );
@@ -233,18 +219,17 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
   });
 
   // Known defect on PostgreSQL (see withoutNulOn): conditional criteria holding U+0000 → 500.
-  const CONDITIONAL_WITH_NUL: [string, () => ReturnType<typeof send>][] = [
+  const CONDITIONAL_WITH_NUL: [string, () => Promise<Reply>][] = [
     [
       'POST If-None-Exist: name=a\\u0000b',
-      () => send('POST', '/fhir/Patient', '{"resourceType":"Patient"}', { 'if-none-exist': 'name=a\u0000b' }),
+      () => fhir.post('/fhir/Patient', '{"resourceType":"Patient"}', { 'if-none-exist': 'name=a\u0000b' }),
     ],
-    ['PUT /fhir/Patient?name=a%00b', () => send('PUT', '/fhir/Patient?name=a%00b', '{"resourceType":"Patient"}')],
-    ['DELETE /fhir/Patient?name=a%00b', () => send('DELETE', '/fhir/Patient?name=a%00b')],
+    ['PUT /fhir/Patient?name=a%00b', () => fhir.put('/fhir/Patient?name=a%00b', '{"resourceType":"Patient"}')],
+    ['DELETE /fhir/Patient?name=a%00b', () => fhir.delete('/fhir/Patient?name=a%00b')],
     [
       'POST /fhir (transaction, ifNoneExist: name=a\\u0000b)',
       () =>
-        send(
-          'POST',
+        fhir.post(
           '/fhir',
           JSON.stringify({
             resourceType: 'Bundle',
@@ -304,7 +289,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       for (const n of NUMBERS) {
         const payload = body(n);
         const type = (JSON.parse(payload.replace(n, '0')) as { resourceType: string }).resourceType;
-        const res = await send('POST', `/fhir/${type}`, payload);
+        const res = await fhir.post(`/fhir/${type}`, payload);
         expectAnswered(res, describeRequest('POST', `/fhir/${type}`, payload));
         expect([201, 401]).toContain(res.statusCode);
         if (res.statusCode === 201) {
@@ -319,7 +304,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       const id = await storedPatient();
       for (const n of NUMBERS) {
         const payload = `[{"op":"add","path":"/multipleBirthInteger","value":${n}}]`;
-        const res = await send('PATCH', `/fhir/Patient/${id}`, payload, {
+        const res = await fhir.patch(`/fhir/Patient/${id}`, payload, {
           'content-type': 'application/json-patch+json',
         });
         expectAnswered(res, describeRequest('PATCH', `/fhir/Patient/${id}`, payload));
@@ -372,7 +357,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
         await refused('PUT', `/fhir/Patient/${id}`, body);
         // $validate answers an invalid resource with 200 and the issues (operation-resource-validate.html).
         expectAnswered(
-          await send('POST', '/fhir/Patient/$validate', body.length > 0 ? body : 'x'),
+          await fhir.post('/fhir/Patient/$validate', body.length > 0 ? body : 'x'),
           describeRequest('POST', '/fhir/Patient/$validate', body),
         );
         await refused('POST', '/fhir', body);
@@ -401,11 +386,11 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
         '*/*',
         'x'.repeat(8_000),
       ]) {
-        const res = await send('POST', '/fhir/Patient', body, { 'content-type': contentType });
+        const res = await fhir.post('/fhir/Patient', body, { 'content-type': contentType });
         expectAnswered(res, `POST /fhir/Patient content-type ${contentType.slice(0, 60)}`);
       }
       // A body without a content type.
-      const res = await t.app.inject({ method: 'POST', url: '/fhir/Patient', headers: auth, payload: body });
+      const res = await t.app.inject({ method: 'POST', url: '/fhir/Patient', headers: fhir.auth, payload: body });
       expectAnswered(res, 'POST /fhir/Patient without content-type');
     });
 
@@ -425,26 +410,23 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
         'x'.repeat(5_000),
       ]);
       for (const value of garbage) {
-        expectAnswered(await send('PUT', `/fhir/Patient/${id}`, body, { 'if-match': value }), `PUT if-match ${value}`);
+        expectAnswered(await fhir.put(`/fhir/Patient/${id}`, body, { 'if-match': value }), `PUT if-match ${value}`);
         expectAnswered(
-          await send('PATCH', `/fhir/Patient/${id}`, '[{"op":"replace","path":"/active","value":true}]', {
+          await fhir.patch(`/fhir/Patient/${id}`, '[{"op":"replace","path":"/active","value":true}]', {
             'content-type': 'application/json-patch+json',
             'if-match': value,
           }),
           `PATCH if-match ${value}`,
         );
+        expectAnswered(await fhir.get(`/fhir/Patient/${id}`, { 'if-none-match': value }), `GET if-none-match ${value}`);
         expectAnswered(
-          await send('GET', `/fhir/Patient/${id}`, undefined, { 'if-none-match': value }),
-          `GET if-none-match ${value}`,
-        );
-        expectAnswered(
-          await send('GET', `/fhir/Patient/${id}`, undefined, { 'if-modified-since': value }),
+          await fhir.get(`/fhir/Patient/${id}`, { 'if-modified-since': value }),
           `GET if-modified-since ${value}`,
         );
-        expectAnswered(await send('POST', '/fhir/Patient', body, { prefer: value }), `POST prefer ${value}`);
-        expectAnswered(await send('GET', `/fhir/Patient/${id}`, undefined, { accept: value }), `GET accept ${value}`);
+        expectAnswered(await fhir.post('/fhir/Patient', body, { prefer: value }), `POST prefer ${value}`);
+        expectAnswered(await fhir.get(`/fhir/Patient/${id}`, { accept: value }), `GET accept ${value}`);
         expectAnswered(
-          await send('POST', '/fhir/Patient', body, { 'if-none-exist': value }),
+          await fhir.post('/fhir/Patient', body, { 'if-none-exist': value }),
           `POST if-none-exist ${value}`,
         );
         expectAnswered(
@@ -465,7 +447,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
         '/fhir/Patient/x/_history/%FF',
         `/fhir/Patient/${'a'.repeat(300)}`,
       ]) {
-        expectClientError(await send('GET', url), `GET ${url}`);
+        expectClientError(await fhir.get(url), `GET ${url}`);
       }
     });
 
@@ -499,12 +481,12 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       for (const path of paths) {
         for (const method of methods) {
           const payload = method === 'GET' || method === 'DELETE' ? undefined : '{"resourceType":"Patient"}';
-          const res = await send(method, path, payload);
+          const res = await fhir.request(method, path, payload);
           expectAnswered(res, describeRequest(method, path));
         }
       }
       for (const method of ['HEAD', 'OPTIONS'] as const) {
-        const res = await t.app.inject({ method, url: `/fhir/Patient/${id}`, headers: auth });
+        const res = await fhir.request(method, `/fhir/Patient/${id}`);
         expect(res.statusCode, `${method} → ${res.body}`).toBeLessThan(500);
       }
     });
@@ -519,7 +501,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       await fc.assert(
         fc.asyncProperty(arbitraryResource(registry, { types }), async ({ type, resource }) => {
           const payload = JSON.stringify(withoutNulOn(backend, resource));
-          const res = await send('POST', `/fhir/${type}`, payload);
+          const res = await fhir.post(`/fhir/${type}`, payload);
           expectAnswered(res, describeRequest('POST', `/fhir/${type}`, payload));
           if (res.statusCode === 201) await expectReadsBack(res);
           else expect([400, 401]).toContain(res.statusCode);
@@ -536,7 +518,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
           fc.constantFrom('a', 'b', randomUUID(), 'x'.repeat(64)),
           async ({ type, resource }, id) => {
             const payload = JSON.stringify(withoutNulOn(backend, { ...resource, id }));
-            const res = await send('PUT', `/fhir/${type}/${id}`, payload);
+            const res = await fhir.put(`/fhir/${type}/${id}`, payload);
             expectAnswered(res, describeRequest('PUT', `/fhir/${type}/${id}`, payload));
             if (res.statusCode < 300) await expectReadsBack(res);
           },
@@ -556,7 +538,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
             ['POST', '/fhir/Patient/$validate'],
             ['POST', '/fhir'],
           ] as const) {
-            const res = await send(method, url, payload);
+            const res = await fhir.request(method, url, payload);
             expectAnswered(res, describeRequest(method, url, payload));
             if (res.statusCode === 201 || (method === 'PUT' && res.statusCode === 200)) await expectReadsBack(res);
           }
@@ -604,7 +586,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
           fc.oneof(fc.array(jsonPatchOp, { maxLength: 5 }), fc.jsonValue({ maxDepth: 3 })),
           async (patch) => {
             const payload = JSON.stringify(patch) ?? 'null';
-            const res = await send('PATCH', `/fhir/Patient/${id}`, payload, {
+            const res = await fhir.patch(`/fhir/Patient/${id}`, payload, {
               'content-type': 'application/json-patch+json',
             });
             expectAnswered(res, describeRequest('PATCH', `/fhir/Patient/${id}`, payload));
@@ -667,13 +649,13 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
                 : e,
             );
             const payload = JSON.stringify(withoutNulOn(backend, { resourceType: 'Bundle', type, entry: tagged }));
-            const res = await send('POST', '/fhir', payload);
+            const res = await fhir.post('/fhir', payload);
             expectAnswered(res, describeRequest('POST', '/fhir', payload));
             if (type === 'transaction' && res.statusCode !== 200) {
               const typesTagged = new Set(tagged.map((e) => (e.resource as { resourceType?: unknown })?.resourceType));
               for (const t2 of typesTagged) {
                 if (typeof t2 !== 'string' || !registry.isResourceType(t2)) continue;
-                const found = await send('GET', `/fhir/${t2}?_tag=urn:robustness|${marker}&_total=accurate`);
+                const found = await fhir.get(`/fhir/${t2}?_tag=urn:robustness|${marker}&_total=accurate`);
                 expect(found.statusCode).toBe(200);
                 expect(found.json().total, `refused transaction left ${t2} behind: ${payload.slice(0, 300)}`).toBe(0);
               }
@@ -711,11 +693,11 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
             }));
             if (badEntry) entries.splice(at % (count + 1), 0, badEntry);
             const payload = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: entries });
-            const res = await send('POST', '/fhir', payload);
+            const res = await fhir.post('/fhir', payload);
             expectAnswered(res, describeRequest('POST', '/fhir', payload));
             expect(res.statusCode, res.body.slice(0, 300)).toBe(badEntry ? res.statusCode : 200);
             if (badEntry) expect(res.statusCode).toBeGreaterThanOrEqual(400);
-            const found = await send('GET', `/fhir/Patient?_tag=urn:robustness|${marker}&_total=accurate`);
+            const found = await fhir.get(`/fhir/Patient?_tag=urn:robustness|${marker}&_total=accurate`);
             expect(found.json().total).toBe(badEntry ? 0 : count);
           },
         ),
@@ -760,7 +742,7 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
       await fc.assert(
         fc.asyncProperty(parameters, async (patch) => {
           const payload = JSON.stringify(withoutNulOn(backend, patch));
-          const res = await send('PATCH', `/fhir/Patient/${id}`, payload);
+          const res = await fhir.patch(`/fhir/Patient/${id}`, payload);
           expectAnswered(res, describeRequest('PATCH', `/fhir/Patient/${id}`, payload));
           if (res.statusCode === 200) await expectReadsBack(res);
         }),
@@ -772,15 +754,14 @@ describe.each(BACKENDS)('robustness of request bodies on %s', (backend) => {
 
 describe('20 MB bodies under a 32 MiB limit', () => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startRobustnessApp('sqlite', { AMBIENT_MAX_BODY_BYTES: String(32 * MB) });
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
-  const post = (url: string, payload: string) =>
-    t.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': FHIR_JSON }, payload });
+  const post = (url: string, payload: string) => fhir.post(url, payload);
 
   it('stores a 20 MB Binary (base64Binary has no 1 MB limit: the body limit bounds it) and reads it back raw', async () => {
     const bytes = Buffer.alloc(15 * MB, 7);
@@ -790,7 +771,7 @@ describe('20 MB bodies under a 32 MiB limit', () => {
       JSON.stringify({ resourceType: 'Binary', contentType: 'application/octet-stream', data }),
     );
     expect(res.statusCode).toBe(201);
-    const raw = await t.app.inject({ method: 'GET', url: `/fhir/Binary/${res.json().id}`, headers: auth });
+    const raw = await fhir.get(`/fhir/Binary/${res.json().id}`);
     expect(raw.headers['content-type']).toBe('application/octet-stream');
     expect(raw.rawPayload.equals(bytes)).toBe(true);
   });
@@ -825,7 +806,7 @@ describe('20 MB bodies under a 32 MiB limit', () => {
     const res = await post('/fhir/Patient', JSON.stringify({ resourceType: 'Patient', name: names }));
     expect(res.statusCode, res.body.slice(0, 300)).toBe(201);
     const { id } = res.json() as { id: string };
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: auth });
+    const read = await fhir.get(`/fhir/Patient/${id}`);
     expect(read.statusCode).toBe(200);
     expect(read.json().name).toEqual(names);
     expectClientError(await post('/fhir/Patient', '['.repeat(20 * MB)), 'POST /fhir/Patient (20 MB of [)', [400]);
@@ -834,11 +815,11 @@ describe('20 MB bodies under a 32 MiB limit', () => {
 
 describe('bodies over a real socket', () => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   let base: string;
   beforeAll(async () => {
     t = await startRobustnessApp('sqlite');
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
   });
   afterAll(async () => t?.close());
@@ -863,7 +844,7 @@ describe('bodies over a real socket', () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     const res = await fetch(`${base}/fhir/Patient`, {
       method: 'POST',
-      headers: { ...auth, 'content-type': FHIR_JSON },
+      headers: { ...fhir.auth, 'content-type': FHIR_JSON },
       body: JSON.stringify({ resourceType: 'Patient', active: true }),
     });
     expect(res.status).toBe(201);
@@ -881,7 +862,7 @@ describe('bodies over a real socket', () => {
     });
     const res = await fetch(`${base}/fhir/Patient`, {
       method: 'POST',
-      headers: { ...auth, 'content-type': FHIR_JSON },
+      headers: { ...fhir.auth, 'content-type': FHIR_JSON },
       body,
       duplex: 'half',
     } as RequestInit).catch((error: Error) => ({ status: `closed: ${error.message}` }));
@@ -891,7 +872,7 @@ describe('bodies over a real socket', () => {
   });
 
   it('survives lying Content-Length, truncated bodies, garbage HTTP and oversized headers', async () => {
-    const token = auth.authorization;
+    const token = fhir.auth.authorization;
     const head = (length: number | string) =>
       `POST /fhir/Patient HTTP/1.1\r\nHost: x\r\nAuthorization: ${token}\r\nContent-Type: application/fhir+json\r\nContent-Length: ${length}\r\n\r\n`;
     expect(await raw([head(10), '{"resourceType":"Patient"}'])).toMatch(/^HTTP\/1.1 4\d\d/);

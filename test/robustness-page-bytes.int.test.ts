@@ -5,10 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INLINE_CONTENT_BYTES } from '../src/storage/page-content.js';
-import { BulkClient, pathOf } from './support/bulk-export-client.js';
+import { BulkClient } from './support/bulk-export-client.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { linkOf, pathOf } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const PAGE_BYTES = 300_000;
 const LARGE = 100_000;
@@ -21,28 +23,22 @@ type Bundle = {
   entry?: { resource: Resource; search?: { mode: string } }[];
 };
 
-const next = (bundle: Bundle, relation = 'next') => bundle.link?.find((l) => l.relation === relation)?.url;
 const bytes = (resource: unknown) => Buffer.byteLength(JSON.stringify(resource));
 
 describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   const run = randomUUID();
   /** Patient ids in creation order, with the size of their filler. */
   const patients: { id: string; filler: number }[] = [];
 
   const get = async (url: string): Promise<Bundle> => {
-    const res = await t.app.inject({ method: 'GET', url: pathOf(new URL(url, 'http://x').href), headers: auth });
+    const res = await fhir.get(pathOf(url));
     expect(res.statusCode, res.body).toBe(200);
     return res.json() as Bundle;
   };
   const write = async (method: 'POST' | 'PUT', url: string, resource: Record<string, unknown>) => {
-    const res = await t.app.inject({
-      method,
-      url,
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(resource),
-    });
+    const res = await fhir.request(method, url, resource);
     expect(res.statusCode, res.body).toBeLessThan(300);
     return res.json() as Resource;
   };
@@ -52,17 +48,10 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
     identifier: [{ system: 'urn:test:page-bytes', value: run }],
     extension: [{ url: 'http://example.org/filler', valueString: 'x'.repeat(filler) }],
   });
-  const postBundle = (bundle: Record<string, unknown>) =>
-    t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(bundle),
-    });
   /** Every page from `url` on, following `relation`. */
   const walk = async (url: string, relation = 'next'): Promise<Bundle[]> => {
     const pages: Bundle[] = [];
-    for (let at: string | undefined = url; at; at = next(pages[pages.length - 1], relation)) {
+    for (let at: string | undefined = url; at; at = linkOf(pages[pages.length - 1], relation)) {
       pages.push(await get(at));
       expect(pages.length).toBeLessThan(50);
     }
@@ -73,7 +62,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
 
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_MAX_PAGE_BYTES: String(PAGE_BYTES) });
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
     // Large ones are left out of the page statements (> INLINE_CONTENT_BYTES); one is above the budget alone.
     for (const filler of [LARGE, LARGE, SMALL, LARGE, 2 * PAGE_BYTES, SMALL, SMALL, LARGE, LARGE, SMALL, LARGE]) {
       patients.push({ id: (await write('POST', '/fhir/Patient', patient(filler))).id, filler });
@@ -107,7 +96,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
     // Pages the bytes ended, or walking back would prove nothing.
     expect(forward.length).toBeGreaterThan(3);
     const last = forward[forward.length - 1];
-    const back = await walk(next(last, 'previous')!, 'previous');
+    const back = await walk(linkOf(last, 'previous')!, 'previous');
     expect(back).toHaveLength(forward.length - 1);
     const seen = back.reverse().map(matchIds).flat();
     expect(seen).toEqual(patients.slice(0, seen.length).map((p) => p.id));
@@ -169,7 +158,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
   });
 
   it('exports the large resources whole', async () => {
-    const client = new BulkClient(t.app, auth.authorization.slice('Bearer '.length));
+    const client = new BulkClient(t.app, fhir.token!);
     const manifest = await client.manifest(await client.start('/fhir/$export?_type=Patient'));
     const exported = (await client.resources(manifest)).get('Patient') ?? [];
     for (const { id, filler } of patients) {
@@ -185,7 +174,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
       type: 'batch',
       entry: large.slice(0, 5).map((id) => ({ request: { method: 'GET', url: `Patient/${id}` } })),
     };
-    const res = await postBundle(bundle);
+    const res = await fhir.post('/fhir', bundle);
     expect(res.statusCode, res.body).toBe(200);
     const entries = (
       res.json() as { entry: { response: { status: string; outcome?: { issue: { code: string }[] } } }[] }
@@ -216,7 +205,7 @@ describe.each(BACKENDS)('pages bounded in bytes on %s', (backend) => {
     };
     const search = `/fhir/Patient?identifier=urn:test:page-bytes|${run}&_count=100`;
     const before = (await walk(search)).map(matchIds).flat();
-    const res = await postBundle(bundle);
+    const res = await fhir.post('/fhir', bundle);
     expect(res.statusCode, res.body).toBe(422);
     expect(res.json().issue[0].diagnostics).toContain('AMBIENT_MAX_PAGE_BYTES');
     // Nothing stored: the search finds the test's patients only.

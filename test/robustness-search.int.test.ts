@@ -25,6 +25,7 @@ import {
   startRobustnessApp,
   summariseProblems,
 } from './support/robustness.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const registry = loadR4Definitions();
 const TYPES = registry.resourceTypes;
@@ -53,35 +54,25 @@ const ands = (n: number, name: string, value: (i: number) => string) =>
 
 describe.each(BACKENDS)('robustness of search on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startRobustnessApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
     for (const resource of examplePerType()) {
-      const res = await t.app.inject({
-        method: 'PUT',
-        url: `/fhir/${resource.resourceType as string}/${resource.id as string}`,
-        headers: { ...auth, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify(resource),
-      });
+      const res = await fhir.put(`/fhir/${resource.resourceType as string}/${resource.id as string}`, resource);
       expect(res.statusCode, res.body.slice(0, 300)).toBeLessThan(300);
     }
   }, 120_000);
   afterAll(async () => t?.close());
 
+  const send = (path: string, query: string, via: 'GET' | 'POST', headers: Record<string, string>) =>
+    via === 'GET' ? fhir.get(`${path}?${query}`, headers) : fhir.postForm(`${path}/_search`, query, headers);
+
   /** GET (or POST _search, as a form) of one query; checks the answer and returns it. */
   const search = async (path: string, pairs: [string, string][], via: 'GET' | 'POST' = 'GET', headers = {}) => {
     const query = form(pairs);
-    const res =
-      via === 'GET'
-        ? await t.app.inject({ method: 'GET', url: `${path}?${query}`, headers: { ...auth, ...headers } })
-        : await t.app.inject({
-            method: 'POST',
-            url: `${path}/_search`,
-            headers: { ...auth, ...headers, 'content-type': 'application/x-www-form-urlencoded' },
-            payload: query,
-          });
+    const res = await send(path, query, via, headers);
     const request = describeRequest(
       via,
       via === 'GET' ? `${path}?${query}` : `${path}/_search`,
@@ -109,15 +100,7 @@ describe.each(BACKENDS)('robustness of search on %s', (backend) => {
     headers = {},
   ) => {
     const query = form(pairs);
-    const res =
-      via === 'GET'
-        ? await t.app.inject({ method: 'GET', url: `${path}?${query}`, headers: { ...auth, ...headers } })
-        : await t.app.inject({
-            method: 'POST',
-            url: `${path}/_search`,
-            headers: { ...auth, ...headers, 'content-type': 'application/x-www-form-urlencoded' },
-            payload: query,
-          });
+    const res = await send(path, query, via, headers);
     const problem = answerProblem(res, `${via} ${path}?${query}`);
     if (problem) problems.push(problem);
     return res;
@@ -126,7 +109,7 @@ describe.each(BACKENDS)('robustness of search on %s', (backend) => {
   it('refuses a search value holding U+0000 with a 400', async () => {
     // (PostgreSQL cannot bind U+0000 in text: before the search engine refused it, this was a 500.)
     for (const url of ['/fhir/Patient?name=a%00b', '/fhir/Patient?_id=%00', '/fhir/Observation?code=a%00|b']) {
-      expectClientError(await t.app.inject({ method: 'GET', url, headers: auth }), `GET ${url}`, [400]);
+      expectClientError(await fhir.get(url), `GET ${url}`, [400]);
     }
   });
 
@@ -291,12 +274,7 @@ describe.each(BACKENDS)('robustness of search on %s', (backend) => {
 
   it('answers tampered and foreign paging links with 400, and follows real ones to the end', async () => {
     for (let i = 0; i < 30; i++) {
-      await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Basic',
-        headers: { ...auth, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify({ resourceType: 'Basic', code: { text: `page-${i}` } }),
-      });
+      await fhir.post('/fhir/Basic', { resourceType: 'Basic', code: { text: `page-${i}` } });
     }
     const first = await search('/fhir/Basic', [
       ['_count', '7'],

@@ -9,9 +9,9 @@ import { FhirRouter, fhirUrl } from '../src/fhir/routing.js';
 import type { FhirRoute, RouteMethod } from '../src/fhir/routing.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const METHODS: readonly RouteMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-const FHIR_JSON = 'application/fhir+json';
 
 /** A path of the route with its parameters filled in (a type that passes every type restriction). */
 function samplePath(route: FhirRoute): string {
@@ -26,10 +26,10 @@ function samplePath(route: FhirRoute): string {
 
 describe('the FHIR route table', () => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp('sqlite');
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
@@ -62,7 +62,7 @@ describe('the FHIR route table', () => {
     for (const path of paths.keys()) {
       const served = new Set<string>(router.methodsAt(path.split('/').filter((s) => s !== '')));
       for (const method of METHODS.filter((m) => !served.has(m))) {
-        const res = await t.app.inject({ method, url: `/fhir/${path}`, headers: auth });
+        const res = await fhir.request(method, `/fhir/${path}`);
         expect(res.statusCode, `${method} /fhir/${path}: ${res.body}`).toBe(405);
         const allow = String(res.headers.allow).split(', ');
         expect(new Set(allow.filter((m) => m !== 'HEAD')), `${method} /fhir/${path}`).toEqual(served);
@@ -80,18 +80,13 @@ describe('the FHIR route table', () => {
         url: `${samplePath(route) || '/'}${route.entry?.query === 'criteria' ? '?identifier=none' : ''}`,
       },
     }));
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...auth, 'content-type': FHIR_JSON },
-      payload: JSON.stringify({
-        resourceType: 'Bundle',
-        type: 'batch',
-        entry: entries.map(({ route, request }) => ({
-          request,
-          ...(route.body === 'resource' ? { resource: { resourceType: 'Patient', id: 'x1' } } : {}),
-        })),
-      }),
+    const res = await fhir.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: entries.map(({ route, request }) => ({
+        request,
+        ...(route.body === 'resource' ? { resource: { resourceType: 'Patient', id: 'x1' } } : {}),
+      })),
     });
     expect(res.statusCode, res.body).toBe(200);
     const answers = (res.json() as { entry: { response: { status: string; outcome?: unknown } }[] }).entry;

@@ -83,11 +83,7 @@ describe.each(BACKENDS)('scribe engines on %s', (backend) => {
       expect(requests[0].headers.authorization).toBe('Bearer sk-test-secret');
       expect((requests[0].json as ChatBody).model).toBe('test-model');
       expect(userMessage(requests[0])).toContain('Patient name: Lee Model');
-      const doc = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/${record.notes[0].document_reference}`,
-        headers: { authorization: `Bearer ${await t.token()}` },
-      });
+      const doc = await (await t.client()).get(`/fhir/${record.notes[0].document_reference}`);
       expect(doc.json().description).toContain('llm:test-model');
     });
 

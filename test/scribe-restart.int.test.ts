@@ -9,6 +9,8 @@ import { AccountStore } from '../src/auth/accounts.js';
 import { loadConfig } from '../src/config.js';
 import { noteAnswer, startFakeEngine } from './support/scribe-fake-engine.js';
 import type { FakeEngineServer } from './support/scribe-fake-engine.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import { httpInject } from './support/http-inject.js';
 import { scribeClient } from './support/scribe-client.js';
 import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
@@ -44,16 +46,6 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
     return instance;
   }
 
-  async function token(instance: FastifyInstance, username: string, password: string): Promise<string> {
-    const res = await instance.inject({
-      method: 'POST',
-      url: '/v1/ambient/api/auth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username, password }).toString(),
-    });
-    return res.json().access_token as string;
-  }
-
   async function jobState(url: string, recordId: number) {
     const db = openDatabase(url);
     try {
@@ -64,25 +56,6 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
       return { state: row.state, attempts: Number(row.attempts) };
     } finally {
       await db.close();
-    }
-  }
-
-  async function processToken(url: string, username: string, password: string): Promise<string> {
-    const res = await fetch(`${url}/v1/ambient/api/auth/token`, {
-      method: 'POST',
-      body: new URLSearchParams({ username, password }),
-    });
-    return ((await res.json()) as { access_token: string }).access_token;
-  }
-
-  /** Polls a server process until the record is no longer IN_PROGRESS. */
-  async function processRecord(url: string, bearer: string, id: number) {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const res = await fetch(`${url}/v1/ambient/api/scribe/${id}`, { headers: { authorization: `Bearer ${bearer}` } });
-      const record = (await res.json()) as { status: string; notes: { document_reference: string }[] };
-      if (record.status !== 'IN_PROGRESS' || Date.now() > deadline) return record;
-      await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
 
@@ -97,7 +70,7 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
     const llm = await fakeLlm();
     const env = { DATABASE_URL: database.url, AMBIENT_LLM_URL: llm.url, AMBIENT_LLM_MODEL: 'm' };
     const first = await app(env);
-    const bearer = await token(first, username, password);
+    const bearer = await passwordToken(first, username, password);
     const created = await scribeClient(first, bearer).submit({ transcripts: ['Patient: Cough.'], template_ids: [1] });
     expect(created.statusCode).toBe(202);
     const id = created.json().scribe_id as number;
@@ -128,14 +101,13 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
     };
     const first: ServerProcess = await startServerProcess(env);
     cleanups.push(async () => first.child.kill('SIGKILL'));
-    const bearer = await processToken(first.url, username, password);
-    const created = await fetch(`${first.url}/v1/ambient/api/scribe`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ transcripts: ['Patient: Cough.'], template_ids: [1] }),
+    const bearer = await passwordToken(httpInject(first.url), username, password);
+    const created = await scribeClient(httpInject(first.url), bearer).submit({
+      transcripts: ['Patient: Cough.'],
+      template_ids: [1],
     });
-    expect(created.status).toBe(202);
-    const id = ((await created.json()) as { scribe_id: number }).scribe_id;
+    expect(created.statusCode).toBe(202);
+    const id = created.json<{ scribe_id: number }>().scribe_id;
     await llm.received(1);
     first.child.kill('SIGKILL');
     await first.exited;
@@ -144,7 +116,7 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
     llm.handle(() => noteAnswer(SOAP));
     const second = await startServerProcess(env);
     cleanups.push(async () => second.child.kill('SIGKILL'));
-    const record = await processRecord(second.url, bearer, id);
+    const record = await scribeClient(httpInject(second.url), bearer).finished(id, 20_000);
     expect(record.status).toBe('COMPLETED');
     expect(record.notes).toHaveLength(1);
     expect(await jobState(database.url, id)).toEqual({ state: 'done', attempts: 2 });
@@ -155,22 +127,16 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
     const env = { DATABASE_URL: database.url, AMBIENT_REFERENTIAL_INTEGRITY: '1' };
     const front = await app({ ...env, AMBIENT_SCRIBE_WORKERS: '0' });
     cleanups.push(() => front.close());
-    const bearer = await token(front, username, password);
-    const fhir = (method: 'POST' | 'DELETE', url: string, payload?: unknown) =>
-      front.inject({
-        method,
-        url,
-        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/fhir+json' },
-        ...(payload ? { payload: JSON.stringify(payload) } : {}),
-      });
-    const kept = `Patient/${(await fhir('POST', '/fhir/Patient', { resourceType: 'Patient' })).json().id}`;
-    const gone = `Patient/${(await fhir('POST', '/fhir/Patient', { resourceType: 'Patient' })).json().id}`;
+    const bearer = await passwordToken(front, username, password);
+    const fhir = fhirClient(front, bearer);
+    const kept = `Patient/${(await fhir.create({ resourceType: 'Patient' })).json().id}`;
+    const gone = `Patient/${(await fhir.create({ resourceType: 'Patient' })).json().id}`;
     const client = scribeClient(front, bearer);
     const ok = (await client.submit({ transcripts: ['Patient: Cough.'], template_ids: [1], patient: kept })).json();
     const orphan = (await client.submit({ transcripts: ['Patient: Cough.'], template_ids: [1], patient: gone })).json();
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect((await jobState(database.url, ok.scribe_id)).state).toBe('queued'); // nobody works here
-    expect((await fhir('DELETE', `/fhir/${gone}`)).statusCode).toBeLessThan(300); // before its note is filed
+    expect((await fhir.delete(`/fhir/${gone}`)).statusCode).toBeLessThan(300); // before its note is filed
 
     const worker = await app(env);
     cleanups.push(() => worker.close());
@@ -186,29 +152,21 @@ describe.each(BACKENDS)('scribe jobs across restarts on %s', (backend) => {
     const env = { DATABASE_URL: database.url, AMBIENT_SCRIBE_WORKERS: '3', AMBIENT_SCRIBE_POLL_MS: '50' };
     const servers = await Promise.all([startServerProcess(env), startServerProcess(env)]);
     for (const server of servers) cleanups.push(async () => server.child.kill('SIGKILL'));
-    const bearer = await processToken(servers[0].url, username, password);
-    const call = (server: ServerProcess, path: string, init: RequestInit = {}) =>
-      fetch(`${server.url}${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', ...init.headers },
-      });
+    const bearer = await passwordToken(httpInject(servers[0].url), username, password);
+    const scribes = servers.map((server) => scribeClient(httpInject(server.url), bearer));
+    const fhir = fhirClient(httpInject(servers[0].url), bearer);
     const ids = await Promise.all(
       Array.from({ length: 16 }, async (_, i) => {
-        const res = await call(servers[i % 2], '/v1/ambient/api/scribe', {
-          method: 'POST',
-          body: JSON.stringify({ transcripts: [`Patient: Visit ${i}.`], template_ids: [1, 2] }),
-        });
-        expect(res.status).toBe(202);
-        return ((await res.json()) as { scribe_id: number }).scribe_id;
+        const res = await scribes[i % 2].submit({ transcripts: [`Patient: Visit ${i}.`], template_ids: [1, 2] });
+        expect(res.statusCode).toBe(202);
+        return res.json<{ scribe_id: number }>().scribe_id;
       }),
     );
     for (const id of ids) {
-      const record = await processRecord(servers[id % 2].url, bearer, id);
+      const record = await scribes[id % 2].finished(id, 20_000);
       expect(record.status).toBe('COMPLETED');
-      for (const note of record.notes) {
-        const doc = (await (await call(servers[0], `/fhir/${note.document_reference}`)).json()) as {
-          meta: { versionId: string };
-        };
+      for (const note of record.notes as { document_reference: string }[]) {
+        const doc = (await fhir.get(`/fhir/${note.document_reference}`)).json<{ meta: { versionId: string } }>();
         expect(doc.meta.versionId).toBe('1'); // filed once
       }
       expect(await jobState(database.url, id)).toEqual({ state: 'done', attempts: 1 });

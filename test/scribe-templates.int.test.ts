@@ -62,11 +62,7 @@ describe.each(BACKENDS)('templates on %s', (backend) => {
   };
 
   const apiTemplates = async () => {
-    const res = await t.app.inject({
-      method: 'GET',
-      url: TEMPLATES,
-      headers: { authorization: `Bearer ${await t.token()}` },
-    });
+    const res = await (await t.client()).get(TEMPLATES);
     return res.json().items as { id: number; name: string; sections: { title: string }[] }[];
   };
 

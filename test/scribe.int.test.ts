@@ -9,6 +9,8 @@ import type { ScribeClient } from './support/scribe-client.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 const VISIT = `Doctor: Good morning. What brings you in today?
 Patient: I've had a sore throat for three days.
@@ -27,28 +29,22 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
   let t: TestApp;
   let token: string;
   let scribe: ScribeClient;
-  let fhirAuth: Record<string, string>;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_SCRIBE_POLL_MS: '50' });
     token = await t.token();
     scribe = scribeClient(t.app, token);
-    fhirAuth = { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' };
+    fhir = fhirClient(t.app, token);
   });
   afterAll(async () => t?.close());
 
-  const createResource = async (resource: Record<string, unknown>): Promise<string> => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${resource.resourceType as string}`,
-      headers: fhirAuth,
-      payload: JSON.stringify(resource),
-    });
+  const createResource = async (resource: { resourceType: string; [k: string]: unknown }): Promise<string> => {
+    const res = await fhir.create(resource);
     expect(res.statusCode).toBe(201);
     return `${resource.resourceType as string}/${res.json().id as string}`;
   };
-  const readFhir = async (reference: string) =>
-    t.app.inject({ method: 'GET', url: `/fhir/${reference}`, headers: { authorization: fhirAuth.authorization } });
+  const readFhir = async (reference: string) => fhir.get(`/fhir/${reference}`);
 
   const oauthError = (res: { statusCode: number; json(): any }, status: number, error: string, description: RegExp) => {
     expect(res.statusCode).toBe(status);
@@ -219,12 +215,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
         ['transcripts', 'Doctor: Take ibuprofen.'],
         ['template_ids', '3'],
       ]);
-      const res = await t.app.inject({
-        method: 'POST',
-        url: SCRIBE,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-www-form-urlencoded' },
-        payload: form.toString(),
-      });
+      const res = await fhir.postForm(SCRIBE, form.toString());
       expect(res.statusCode).toBe(202);
       const record = await scribe.finished(res.json().scribe_id);
       expect(record.notes[0].template_name).toBe('Consultation note');
@@ -235,11 +226,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
       const patient = await createResource({ resourceType: 'Patient', name: [{ family: `Search${randomUUID()}` }] });
       const res = await scribe.submit({ transcripts: ['Patient: I feel dizzy.'], template_ids: [1, 2], patient });
       const record = await scribe.finished(res.json().scribe_id);
-      const search = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/DocumentReference?patient=${patient}`,
-        headers: { authorization: `Bearer ${token}` },
-      });
+      const search = await fhir.get(`/fhir/DocumentReference?patient=${patient}`);
       expect(search.statusCode).toBe(200);
       const bundle = search.json();
       expect(bundle.resourceType).toBe('Bundle');
@@ -328,7 +315,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
 
   describe('templates', () => {
     it('lists the built-in templates with stable ids and LOINC document types', async () => {
-      const res = await t.app.inject({ method: 'GET', url: TEMPLATES, headers: { authorization: `Bearer ${token}` } });
+      const res = await fhir.get(TEMPLATES);
       expect(res.statusCode).toBe(200);
       const { items } = res.json();
       const byId = Object.fromEntries(items.map((tpl: { id: number }) => [tpl.id, tpl]));
@@ -346,17 +333,9 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
       expect(byId[2]).toMatchObject({ name: 'History and physical', document_type: { code: '34117-2' } });
       expect(byId[3]).toMatchObject({ name: 'Consultation note', document_type: { code: '11488-4' } });
       for (const tpl of items) for (const s of tpl.sections) expect(typeof s.guidance).toBe('string');
-      const one = await t.app.inject({
-        method: 'GET',
-        url: `${TEMPLATES}/2`,
-        headers: { authorization: `Bearer ${token}` },
-      });
+      const one = await fhir.get(`${TEMPLATES}/2`);
       expect(one.json()).toEqual(byId[2]);
-      const none = await t.app.inject({
-        method: 'GET',
-        url: `${TEMPLATES}/999`,
-        headers: { authorization: `Bearer ${token}` },
-      });
+      const none = await fhir.get(`${TEMPLATES}/999`);
       oauthError(none, 404, 'not_found', /999/);
     });
   });
@@ -426,7 +405,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
         /encounter: Encounter\/nope does not exist/,
       );
       const deleted = await createResource({ resourceType: 'Patient' });
-      await t.app.inject({ method: 'DELETE', url: `/fhir/${deleted}`, headers: { authorization: `Bearer ${token}` } });
+      await fhir.delete(`/fhir/${deleted}`);
       oauthError(
         await scribe.submit({ transcripts: ['x'], template_ids: [1], patient: deleted }),
         400,
@@ -461,12 +440,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
 
     it('400 for a body that is not an object, 400 for malformed JSON, 415 for another content type', async () => {
       const post = (payload: string, contentType: string) =>
-        t.app.inject({
-          method: 'POST',
-          url: SCRIBE,
-          headers: { authorization: `Bearer ${token}`, 'content-type': contentType },
-          payload,
-        });
+        fhir.post(SCRIBE, payload, { 'content-type': contentType });
       oauthError(await post('[1]', 'application/json'), 400, 'invalid_request', /JSON object/);
       oauthError(await post('{"transcripts":', 'application/json'), 400, 'invalid_request', /not valid JSON/);
       oauthError(await post('<xml/>', 'application/xml'), 415, 'invalid_request', /multipart\/form-data/);
@@ -507,11 +481,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
       expect(created.statusCode).toBe(202);
       oauthError(await writeOnly.get(created.json().scribe_id), 403, 'insufficient_scope', /scribe\.read/);
       oauthError(await writeOnly.list(), 403, 'insufficient_scope', /scribe\.read/);
-      const templates = await t.app.inject({
-        method: 'GET',
-        url: TEMPLATES,
-        headers: { authorization: `Bearer ${await t.token('system/*.cruds')}` },
-      });
+      const templates = await (await t.client('system/*.cruds')).get(TEMPLATES);
       oauthError(templates, 403, 'insufficient_scope', /scribe\.read/);
     });
 
@@ -527,15 +497,11 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
     });
 
     it('405 for other methods, with Allow', async () => {
-      const res = await t.app.inject({
-        method: 'DELETE',
-        url: `${SCRIBE}/1`,
-        headers: { authorization: `Bearer ${token}` },
-      });
+      const res = await fhir.delete(`${SCRIBE}/1`);
       expect(res.statusCode).toBe(405);
       expect(res.headers.allow).toBe('GET');
       expect(res.json().error).toBe('invalid_request');
-      const put = await t.app.inject({ method: 'PUT', url: SCRIBE, headers: { authorization: `Bearer ${token}` } });
+      const put = await fhir.put(SCRIBE);
       expect(put.headers.allow).toBe('GET, POST');
     });
 
@@ -556,11 +522,8 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
         'invalid_request',
         /patient_name: must not contain control characters/,
       );
-      const huge = await t.app.inject({
-        method: 'POST',
-        url: SCRIBE,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        payload: '{"transcripts": ["x"], "template_ids": [1e400, 12345678901234567890]}',
+      const huge = await fhir.post(SCRIBE, '{"transcripts": ["x"], "template_ids": [1e400, 12345678901234567890]}', {
+        'content-type': 'application/json',
       });
       oauthError(huge, 400, 'invalid_request', /template_ids: null is not a template id.*12345678901234567000 is not/);
     });
@@ -570,12 +533,7 @@ describe.each(BACKENDS)('scribe API on %s', (backend) => {
         ['transcripts', 'x'.repeat(t.config.maxBodyBytes + 10)],
         ['template_ids', '1'],
       ]);
-      const res = await t.app.inject({
-        method: 'POST',
-        url: SCRIBE,
-        headers: { authorization: `Bearer ${token}`, ...headers },
-        payload,
-      });
+      const res = await fhir.post(SCRIBE, payload, headers);
       expect(res.statusCode).toBe(413);
     });
   });

@@ -15,8 +15,9 @@ import { BACKENDS } from './support/databases.js';
 import { postgresTestUrl } from './support/provided.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
-const FHIR_JSON = 'application/fhir+json';
 /** Patients cloned straight into the tables: enough that a search probing each one takes a while. */
 const CLONES = 200_000;
 
@@ -27,21 +28,20 @@ interface Outcome {
 
 describe.each(BACKENDS)('search governance on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   let seeder: SqlDatabase;
   /** The same database served with a budget of a minute, for searches meant to finish. */
   let loose: FastifyInstance;
+  let looseFhir: FhirClient;
   let seedId: string;
   const BUDGET_MS = 30;
 
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_SEARCH_TIMEOUT_MS: String(BUDGET_MS) });
-    auth = { authorization: `Bearer ${await t.token()}` };
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { ...auth, 'content-type': FHIR_JSON },
-      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Governance', given: ['Bulk'] }] }),
+    fhir = await t.client();
+    const created = await fhir.post('/fhir/Patient', {
+      resourceType: 'Patient',
+      name: [{ family: 'Governance', given: ['Bulk'] }],
     });
     expect(created.statusCode).toBe(201);
     seedId = created.json().id as string;
@@ -57,6 +57,7 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
       }),
     );
     await loose.ready();
+    looseFhir = fhirClient(loose, fhir.token);
   }, 240_000);
 
   afterAll(async () => {
@@ -65,8 +66,7 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
     await t?.close();
   });
 
-  const search = (query: string, headers: Record<string, string> = {}) =>
-    t.app.inject({ method: 'GET', url: `/fhir/Patient?${query}`, headers: { ...auth, ...headers } });
+  const search = (query: string, headers: Record<string, string> = {}) => fhir.get(`/fhir/Patient?${query}`, headers);
 
   function expectTooCostly(res: { statusCode: number; json(): unknown }, diagnostics: RegExp): void {
     expect(res.statusCode).toBe(422);
@@ -79,11 +79,9 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
   describe('limits, refused before anything runs', () => {
     it('refuses the 99-chain :contains search of the attack', async () => {
       const chain = `subject:Patient.name:contains=${Array.from({ length: 10 }, () => 'a').join(',')}`;
-      const res = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/Observation?${Array.from({ length: 99 }, () => chain).join('&')}&_sort=-value-quantity`,
-        headers: auth,
-      });
+      const res = await fhir.get(
+        `/fhir/Observation?${Array.from({ length: 99 }, () => chain).join('&')}&_sort=-value-quantity`,
+      );
       expectTooCostly(res, /limited to 32 search parameters/);
     });
 
@@ -122,12 +120,7 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
       const entries = Array.from({ length: 20 }, () => ({
         request: { method: 'GET', url: 'Patient?name:contains=zzzz&_total=accurate' },
       }));
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir',
-        headers: { ...auth, 'content-type': FHIR_JSON },
-        payload: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry: entries }),
-      });
+      const res = await fhir.post('/fhir', { resourceType: 'Bundle', type: 'batch', entry: entries });
       expect(res.statusCode).toBe(200);
       const statuses = (res.json().entry as { response: { status: string; outcome?: Outcome } }[]).map(
         (e) => e.response,
@@ -144,25 +137,23 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
     // Here, with a budget of a minute: the 30 ms one above is for searches meant to overrun it, and a
     // cheap search on a loaded machine can take longer than that.
     it('answers cheap searches, and eight chained parameters (the most a search may join)', async () => {
-      const cheap = await loose.inject({ method: 'GET', url: '/fhir/Patient?name=governance&_count=1', headers: auth });
+      const cheap = await looseFhir.get('/fhir/Patient?name=governance&_count=1');
       expect(cheap.statusCode).toBe(200);
       expect(cheap.json().entry).toHaveLength(1);
       expect(cheap.json().entry[0].resource.name[0].family).toBe('Governance');
       const eight = Array.from({ length: 8 }, (_, i) => `general-practitioner:Practitioner.name=n${i}`).join('&');
-      const allowed = await loose.inject({ method: 'GET', url: `/fhir/Patient?${eight}&_id=none`, headers: auth });
+      const allowed = await looseFhir.get(`/fhir/Patient?${eight}&_id=none`);
       expect(allowed.statusCode, allowed.body).toBe(200);
       expect(allowed.json().entry ?? []).toHaveLength(0);
     });
 
     it('answers /healthz and a read by id while a search scans every Patient', async () => {
       let searchDone = false;
-      const slow = loose
-        .inject({ method: 'GET', url: '/fhir/Patient?name:contains=zzzz&_total=accurate', headers: auth })
-        .finally(() => (searchDone = true));
+      const slow = looseFhir.get('/fhir/Patient?name:contains=zzzz&_total=accurate').finally(() => (searchDone = true));
       // Long enough for the search to be in the database; on the event loop it would block this timer.
       await new Promise((resolve) => setTimeout(resolve, 30));
       const health = await loose.inject({ method: 'GET', url: '/healthz' });
-      const read = await loose.inject({ method: 'GET', url: `/fhir/Patient/${seedId}`, headers: auth });
+      const read = await looseFhir.get(`/fhir/Patient/${seedId}`);
       const answeredDuringSearch = !searchDone;
       expect(health.statusCode).toBe(200);
       expect(read.statusCode).toBe(200);
@@ -177,17 +168,12 @@ describe.each(BACKENDS)('search governance on %s', (backend) => {
 
 describe('a search whose client goes away, on postgres', () => {
   let t: TestApp;
-  let token: string;
+  let fhir: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp('postgres', { AMBIENT_SEARCH_TIMEOUT_MS: '60000' });
-    token = await t.token();
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { authorization: `Bearer ${token}`, 'content-type': FHIR_JSON },
-      payload: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Gone' }] }),
-    });
+    fhir = await t.client();
+    const created = await fhir.create({ resourceType: 'Patient', name: [{ family: 'Gone' }] });
     const seeder = openDatabase(t.database.url);
     // Enough rows that the search below runs for seconds.
     await clonePatient(seeder, created.json().id as string, CLONES * 4);
@@ -216,7 +202,7 @@ describe('a search whose client goes away, on postgres', () => {
         port,
         // One statement of seconds: every name index row in order, each probed for the `:contains`.
         path: '/fhir/Patient?name:contains=zzzz&_sort=name',
-        headers: { authorization: `Bearer ${token}` },
+        headers: fhir.auth,
       });
       client.on('error', () => undefined);
       client.end();

@@ -9,6 +9,7 @@ import { SEARCH_LIMITS } from '../src/search/cost-limits.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 interface Outcome {
   resourceType: string;
@@ -20,22 +21,17 @@ const words = (n: number, prefix: string) => Array.from({ length: n }, (_, i) =>
 
 describe.each(BACKENDS)('range and pattern values per search on %s', (backend) => {
   let t: TestApp;
-  let reader: Record<string, string>;
+  let reader: FhirClient;
   const marker = `rl${randomUUID().slice(0, 8)}`;
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    const writer = { authorization: `Bearer ${await t.token('system/Observation.c')}` };
+    const writer = await t.client('system/Observation.c');
     for (const text of [`${marker} alpha`, `${marker} beta`, 'unrelated']) {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Observation',
-        headers: { ...writer, 'content-type': 'application/fhir+json' },
-        payload: { resourceType: 'Observation', status: 'final', code: { text } },
-      });
+      const res = await writer.create({ resourceType: 'Observation', status: 'final', code: { text } });
       expect(res.statusCode).toBe(201);
     }
-    reader = { authorization: `Bearer ${await t.token('system/Observation.rs system/Patient.rs')}` };
+    reader = await t.client('system/Observation.rs system/Patient.rs');
   });
 
   afterAll(async () => {
@@ -54,28 +50,18 @@ describe.each(BACKENDS)('range and pattern values per search on %s', (backend) =
   it("refuses the attack's 1,000 + 1,000 :text values at once, by GET, POST _search and in a transaction", async () => {
     const query = `code:text=${words(1000, 'a')}&category:text=${words(1000, 'b')}&_summary=count`;
     const started = performance.now();
-    const viaPost = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Observation/_search',
-      headers: { ...reader, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: query,
-    });
+    const viaPost = await reader.postForm('/fhir/Observation/_search', query);
     expectRefused(viaPost.statusCode, viaPost.json(), 2000);
     // Refused before any statement runs (generous: the point is that it does not run to the budget).
     expect(performance.now() - started).toBeLessThan(5000);
 
-    const viaGet = await t.app.inject({ url: `/fhir/Observation?${query}`, headers: reader });
+    const viaGet = await reader.get(`/fhir/Observation?${query}`);
     expectRefused(viaGet.statusCode, viaGet.json(), 2000);
 
-    const bundle = await t.app.inject({
-      method: 'POST',
-      url: '/fhir',
-      headers: { ...reader, 'content-type': 'application/fhir+json' },
-      payload: {
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [{ request: { method: 'GET', url: `Observation?${query}` } }],
-      },
+    const bundle = await reader.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [{ request: { method: 'GET', url: `Observation?${query}` } }],
     });
     const answer = bundle.json() as Outcome;
     expect(bundle.statusCode).toBe(422);
@@ -90,19 +76,17 @@ describe.each(BACKENDS)('range and pattern values per search on %s', (backend) =
       `date=${Array.from({ length: half }, (_, i) => `ge19${String(i).padStart(2, '0')}`).join(',')}`,
       `subject:Patient.name:contains=zz`,
     ].join('&');
-    const res = await t.app.inject({ url: `/fhir/Observation?${query}`, headers: reader });
+    const res = await reader.get(`/fhir/Observation?${query}`);
     expectRefused(res.statusCode, res.json(), LIMIT + 1);
   });
 
   it('answers a search at the limit, with the right matches', async () => {
     // LIMIT values, two of which match: `<marker> alpha` and `<marker> beta`.
     const values = [`${marker} alp`, `${marker} bet`, ...words(LIMIT - 2, `${marker}-none-`).split(',')];
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Observation/_search',
-      headers: { ...reader, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: `code:text=${values.map(encodeURIComponent).join(',')}&_total=accurate`,
-    });
+    const res = await reader.postForm(
+      '/fhir/Observation/_search',
+      `code:text=${values.map(encodeURIComponent).join(',')}&_total=accurate`,
+    );
     expect(res.statusCode).toBe(200);
     const bundle = res.json() as { total: number; entry: { resource: { code: { text: string } } }[] };
     expect(bundle.total).toBe(2);
@@ -111,12 +95,7 @@ describe.each(BACKENDS)('range and pattern values per search on %s', (backend) =
 
   it('keeps long equality lists (ids, codes) to the per-parameter limit', async () => {
     const codes = Array.from({ length: 500 }, (_, i) => `http://loinc.org|${i}-1`).join(',');
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Observation/_search',
-      headers: { ...reader, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: `code=${encodeURIComponent(codes)}&_summary=count`,
-    });
+    const res = await reader.postForm('/fhir/Observation/_search', `code=${encodeURIComponent(codes)}&_summary=count`);
     expect(res.statusCode).toBe(200);
     expect((res.json() as { total: number }).total).toBe(0);
   });

@@ -11,6 +11,8 @@ import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 import { fixturesDir } from './support/fixtures.js';
 import { KNOWN_INVALID_EXAMPLES } from './support/known-invalid-examples.js';
+import { FHIR_JSON } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 type Resource = { resourceType: string; id?: string; meta?: Record<string, unknown> } & Record<string, unknown>;
 
@@ -35,10 +37,10 @@ const backends = process.env.AMBIENT_FULL_TESTS ? BACKENDS : (['sqlite'] as cons
 
 describe.each(backends)('the %s store accepts and returns every R4 example', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}`, 'content-type': 'application/fhir+json' };
+    fhir = await t.client();
   });
   afterAll(async () => t?.close());
 
@@ -48,12 +50,7 @@ describe.each(backends)('the %s store accepts and returns every R4 example', (ba
     let accepted = 0;
     for (const example of examples) {
       const key = `${example.resourceType}/${example.id}`;
-      const res = await t.app.inject({
-        method: 'POST',
-        url: `/fhir/${example.resourceType}`,
-        headers: auth,
-        payload: JSON.stringify(example),
-      });
+      const res = await fhir.post(`/fhir/${example.resourceType}`, example);
       const expectedInvalid = knownInvalid.get(key);
       if (expectedInvalid) {
         const expressions =
@@ -66,12 +63,8 @@ describe.each(backends)('the %s store accepts and returns every R4 example', (ba
         failures.push(`${key}: ${res.statusCode} ${res.body.slice(0, 300)}`);
         continue;
       }
-      const read = await t.app.inject({
-        method: 'GET',
-        url: `/fhir/${example.resourceType}/${res.json().id}`,
-        // As FHIR JSON: a Binary is otherwise answered as its raw content.
-        headers: { ...auth, accept: 'application/fhir+json' },
-      });
+      // As FHIR JSON: a Binary is otherwise answered as its raw content.
+      const read = await fhir.get(`/fhir/${example.resourceType}/${res.json().id}`, { accept: FHIR_JSON });
       expect(withoutServerFields(read.json())).toEqual(withoutServerFields(example));
       accepted++;
     }

@@ -8,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
 import { BACKENDS } from './support/databases.js';
-import { FHIR_JSON } from './support/robustness.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { FHIR_JSON } from './support/fhir-client.js';
+import type { FhirClient } from './support/fhir-client.js';
 
 /** In every corrupt content: it must reach neither the client nor the log. */
 const MARKER = 'Corruptmarkerfamily';
@@ -18,7 +19,7 @@ const MARKER = 'Corruptmarkerfamily';
 describe.each(BACKENDS)('corrupt stored content on %s', (backend) => {
   let t: TestApp;
   let admin: SqlDatabase;
-  let authorization: string;
+  let fhir: FhirClient;
   const logLines: string[] = [];
 
   beforeAll(async () => {
@@ -30,23 +31,17 @@ describe.each(BACKENDS)('corrupt stored content on %s', (backend) => {
     });
     t = await startTestApp(backend, {}, { logger: pino({ level: 'info' }, stream) });
     admin = openDatabase(t.database.url);
-    authorization = `Bearer ${await t.token()}`;
+    fhir = await t.client();
   });
   afterAll(async () => {
     await admin?.close();
     await t?.close();
   });
 
-  const get = (url: string, accept = FHIR_JSON) =>
-    t.app.inject({ method: 'GET', url, headers: { authorization, accept } });
+  const get = (url: string, accept = FHIR_JSON) => fhir.get(url, { accept });
 
-  const stored = async (resource: Record<string, unknown>) => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${String(resource.resourceType)}`,
-      headers: { authorization, 'content-type': FHIR_JSON },
-      payload: JSON.stringify(resource),
-    });
+  const stored = async (resource: { resourceType: string; [k: string]: unknown }) => {
+    const res = await fhir.create(resource);
     expect(res.statusCode, res.body).toBe(201);
     return (res.json() as { id: string }).id;
   };

@@ -13,8 +13,9 @@ import { clonePatient } from './support/clone-rows.js';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
+import { fhirClient } from './support/fhir-client.js';
+import type { FhirClient, Reply } from './support/fhir-client.js';
 
-const FHIR_JSON = 'application/fhir+json';
 /** Enough Patients that a `:contains` search over their names runs far past the budget. */
 const CLONES = 200_000;
 const BUDGET_MS = 300;
@@ -34,21 +35,21 @@ interface BundleResponse {
   type: string;
   entry: { resource?: Record<string, unknown>; response: { status: string; location?: string; outcome?: Outcome } }[];
 }
-type Reply = { statusCode: number; body: string; json(): unknown };
 
 describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
   let t: TestApp;
   /** An account that may create, update, delete and search Patients and Observations, nothing else. */
-  let writer: Record<string, string>;
-  let admin: Record<string, string>;
+  let writer: FhirClient;
+  let admin: FhirClient;
   /** The same database served with a budget of a minute, for requests meant to finish. */
   let loose: FastifyInstance;
+  let looseWriter: FhirClient;
 
   beforeAll(async () => {
     t = await startTestApp(backend, { AMBIENT_SEARCH_TIMEOUT_MS: String(BUDGET_MS) });
-    admin = { authorization: `Bearer ${await t.token()}` };
-    writer = { authorization: `Bearer ${await t.token('system/Patient.cruds system/Observation.cruds')}` };
-    const seed = await post('/fhir/Patient', { resourceType: 'Patient', name: [{ family: 'Budgeted' }] }, admin);
+    admin = await t.client();
+    writer = await t.client('system/Patient.cruds system/Observation.cruds');
+    const seed = await admin.post('/fhir/Patient', { resourceType: 'Patient', name: [{ family: 'Budgeted' }] });
     expect(seed.statusCode).toBe(201);
     const seeder = openDatabase(t.database.url);
     try {
@@ -65,20 +66,12 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
       }),
     );
     await loose.ready();
+    looseWriter = fhirClient(loose, writer.token);
   }, 240_000);
   afterAll(async () => {
     await loose?.close();
     await t?.close();
   });
-
-  function post(url: string, body: unknown, auth: Record<string, string>, headers: Record<string, string> = {}) {
-    return t.app.inject({
-      method: 'POST',
-      url,
-      headers: { ...auth, 'content-type': FHIR_JSON, ...headers },
-      payload: JSON.stringify(body),
-    });
-  }
 
   /**
    * Sends the request and, while it runs, /healthz: answers the request's reply and whether /healthz was
@@ -109,11 +102,7 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
 
   /** The resources of `type` whose identifier is `system|value` (a cheap, indexed search). */
   async function stored(type: string, identifier: string): Promise<Record<string, unknown>[]> {
-    const res = await t.app.inject({
-      method: 'GET',
-      url: `/fhir/${type}?identifier=${encodeURIComponent(identifier)}`,
-      headers: admin,
-    });
+    const res = await admin.get(`/fhir/${type}?identifier=${encodeURIComponent(identifier)}`);
     expect(res.statusCode, res.body).toBe(200);
     return ((res.json() as BundleResponse).entry ?? []).map((e) => e.resource!);
   }
@@ -126,80 +115,63 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
 
   it('stops a conditional create whose If-None-Exist is costly at the budget, storing nothing', async () => {
     const reply = await whileHealthy(() =>
-      post('/fhir/Patient', patient('ifnoneexist'), writer, { 'if-none-exist': COSTLY }),
+      writer.post('/fhir/Patient', patient('ifnoneexist'), { 'if-none-exist': COSTLY }),
     );
     expectTooCostly(reply);
     expect(await stored('Patient', 'urn:test:budget|ifnoneexist')).toEqual([]);
   });
 
   it('stops a conditional update and a conditional delete whose criteria are costly', async () => {
-    const update = await whileHealthy(() =>
-      t.app.inject({
-        method: 'PUT',
-        url: `/fhir/Patient?${COSTLY}`,
-        headers: { ...writer, 'content-type': FHIR_JSON },
-        payload: JSON.stringify(patient('condupdate')),
-      }),
-    );
+    const update = await whileHealthy(() => writer.put(`/fhir/Patient?${COSTLY}`, patient('condupdate')));
     expectTooCostly(update);
     expect(await stored('Patient', 'urn:test:budget|condupdate')).toEqual([]);
-    const remove = await whileHealthy(() =>
-      t.app.inject({ method: 'DELETE', url: `/fhir/Patient?${COSTLY}`, headers: writer }),
-    );
+    const remove = await whileHealthy(() => writer.delete(`/fhir/Patient?${COSTLY}`));
     expectTooCostly(remove);
   });
 
   it("stops a read-only account's transaction of costly GET entries at the budget", async () => {
     // The attack of the issue (there a system/Observation.rs account over its Observations).
-    const patientReader = { authorization: `Bearer ${await t.token('system/Patient.rs')}` };
+    const patientReader = await t.client('system/Patient.rs');
     const entries = [
       { request: { method: 'GET', url: `Patient?${COSTLY}&_total=accurate` } },
       { request: { method: 'GET', url: `Patient?${COSTLY}` } },
     ];
     const reply = await whileHealthy(() =>
-      post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry: entries }, patientReader),
+      patientReader.post('/fhir', { resourceType: 'Bundle', type: 'transaction', entry: entries }),
     );
     expectTooCostly(reply, /^Bundle\.entry\[0\]/);
   });
 
   it('stops a transaction whose ifNoneExist or conditional reference is costly, storing nothing', async () => {
     const ifNoneExist = await whileHealthy(() =>
-      post(
-        '/fhir',
-        {
-          resourceType: 'Bundle',
-          type: 'transaction',
-          entry: [
-            { resource: patient('tx-plain'), request: { method: 'POST', url: 'Patient' } },
-            { resource: patient('tx-ifnoneexist'), request: { method: 'POST', url: 'Patient', ifNoneExist: COSTLY } },
-          ],
-        },
-        writer,
-      ),
+      writer.post('/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          { resource: patient('tx-plain'), request: { method: 'POST', url: 'Patient' } },
+          { resource: patient('tx-ifnoneexist'), request: { method: 'POST', url: 'Patient', ifNoneExist: COSTLY } },
+        ],
+      }),
     );
     expectTooCostly(ifNoneExist, /^Bundle\.entry\[1\]/);
     const reference = await whileHealthy(() =>
-      post(
-        '/fhir',
-        {
-          resourceType: 'Bundle',
-          type: 'transaction',
-          entry: [
-            { resource: patient('tx-plain'), request: { method: 'POST', url: 'Patient' } },
-            {
-              resource: {
-                resourceType: 'Observation',
-                status: 'final',
-                code: { text: 'budget' },
-                identifier: [{ system: 'urn:test:budget', value: 'tx-reference' }],
-                subject: { reference: `Patient?${COSTLY}` },
-              },
-              request: { method: 'POST', url: 'Observation' },
+      writer.post('/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          { resource: patient('tx-plain'), request: { method: 'POST', url: 'Patient' } },
+          {
+            resource: {
+              resourceType: 'Observation',
+              status: 'final',
+              code: { text: 'budget' },
+              identifier: [{ system: 'urn:test:budget', value: 'tx-reference' }],
+              subject: { reference: `Patient?${COSTLY}` },
             },
-          ],
-        },
-        writer,
-      ),
+            request: { method: 'POST', url: 'Observation' },
+          },
+        ],
+      }),
     );
     expectTooCostly(reference, /^Bundle\.entry\[1\]/);
     expect(await stored('Patient', 'urn:test:budget|tx-plain')).toEqual([]);
@@ -209,18 +181,14 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
 
   it("bounds a transaction's costly search beside its writes", async () => {
     const reply = await whileHealthy(() =>
-      post(
-        '/fhir',
-        {
-          resourceType: 'Bundle',
-          type: 'transaction',
-          entry: [
-            { resource: patient('tx-with-search'), request: { method: 'POST', url: 'Patient' } },
-            { request: { method: 'GET', url: `Patient?${COSTLY}&_total=accurate` } },
-          ],
-        },
-        writer,
-      ),
+      writer.post('/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          { resource: patient('tx-with-search'), request: { method: 'POST', url: 'Patient' } },
+          { request: { method: 'GET', url: `Patient?${COSTLY}&_total=accurate` } },
+        ],
+      }),
     );
     if (backend === 'postgres') {
       // Inside the transaction, stopped there by statement_timeout: the transaction fails whole.
@@ -241,39 +209,31 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
   });
 
   it('refuses, before the transaction, a search entry it would run after the commit and cannot', async () => {
-    const reply = await post(
-      '/fhir',
-      {
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          { resource: patient('tx-forbidden-search'), request: { method: 'POST', url: 'Patient' } },
-          { request: { method: 'GET', url: 'Encounter?status=finished' } },
-        ],
-      },
-      writer,
-    );
+    const reply = await writer.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        { resource: patient('tx-forbidden-search'), request: { method: 'POST', url: 'Patient' } },
+        { request: { method: 'GET', url: 'Encounter?status=finished' } },
+      ],
+    });
     expect(reply.statusCode).toBe(403);
     expect((reply.json() as Outcome).issue[0].diagnostics).toMatch(/^Bundle\.entry\[1\].*Encounter/);
     expect(await stored('Patient', 'urn:test:budget|tx-forbidden-search')).toEqual([]);
   });
 
   it('finds what the same transaction wrote before its conditional update', async () => {
-    const reply = await post(
-      '/fhir',
-      {
-        resourceType: 'Bundle',
-        type: 'transaction',
-        entry: [
-          { resource: patient('tx-own-write'), request: { method: 'POST', url: 'Patient' } },
-          {
-            resource: { ...patient('tx-own-write'), name: [{ family: 'Updated' }] },
-            request: { method: 'PUT', url: 'Patient?identifier=urn:test:budget|tx-own-write' },
-          },
-        ],
-      },
-      writer,
-    );
+    const reply = await writer.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        { resource: patient('tx-own-write'), request: { method: 'POST', url: 'Patient' } },
+        {
+          resource: { ...patient('tx-own-write'), name: [{ family: 'Updated' }] },
+          request: { method: 'PUT', url: 'Patient?identifier=urn:test:budget|tx-own-write' },
+        },
+      ],
+    });
     expect(reply.statusCode, reply.body.slice(0, 300)).toBe(200);
     const bundle = reply.json() as BundleResponse;
     expect(bundle.entry.map((e) => e.response.status)).toEqual(['201 Created', '200 OK']);
@@ -290,12 +250,7 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
     // lock, and under load the last could wait past the 300 ms the costly searches here are given.
     const replies = await Promise.all(
       Array.from({ length: 16 }, () =>
-        loose.inject({
-          method: 'POST',
-          url: '/fhir/Patient',
-          headers: { ...writer, 'content-type': FHIR_JSON, 'if-none-exist': 'identifier=urn:test:budget|race' },
-          payload: JSON.stringify(patient('race')),
-        }),
+        looseWriter.post('/fhir/Patient', patient('race'), { 'if-none-exist': 'identifier=urn:test:budget|race' }),
       ),
     );
     const statuses = replies.map((r) => r.statusCode);
@@ -307,36 +262,33 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
   });
 
   it('refuses a conditional update that matches nothing whose body names an existing resource (409)', async () => {
-    const victim = await post('/fhir/Patient', { ...patient('victim'), name: [{ family: 'Victim' }] }, admin);
+    const victim = await admin.post('/fhir/Patient', { ...patient('victim'), name: [{ family: 'Victim' }] });
     expect(victim.statusCode).toBe(201);
     const id = (victim.json() as { id: string }).id;
-    const reply = await t.app.inject({
-      method: 'PUT',
-      url: '/fhir/Patient?identifier=urn:test:budget|nobody',
-      headers: { ...writer, 'content-type': FHIR_JSON },
-      payload: JSON.stringify({ ...patient('nobody'), id, name: [{ family: 'Overwritten' }] }),
+    const reply = await writer.put('/fhir/Patient?identifier=urn:test:budget|nobody', {
+      ...patient('nobody'),
+      id,
+      name: [{ family: 'Overwritten' }],
     });
     expect(reply.statusCode, reply.body).toBe(409);
     const outcome = reply.json() as Outcome;
     expect(outcome.issue[0].code).toBe('conflict');
     expect(outcome.issue[0].diagnostics).toContain(`Patient/${id}`);
-    const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${id}`, headers: admin });
+    const read = await admin.get(`/fhir/Patient/${id}`);
     expect(read.json()).toMatchObject({ meta: { versionId: '1' }, name: [{ family: 'Victim' }] });
     expect(await stored('Patient', 'urn:test:budget|nobody')).toEqual([]);
     // An id nothing holds yet is an update-as-create with that id (R4 http.html#cond-update).
     const fresh = `budget-fresh-${backend}`;
-    const created = await t.app.inject({
-      method: 'PUT',
-      url: '/fhir/Patient?identifier=urn:test:budget|fresh',
-      headers: { ...writer, 'content-type': FHIR_JSON },
-      payload: JSON.stringify({ ...patient('fresh'), id: fresh }),
+    const created = await writer.put('/fhir/Patient?identifier=urn:test:budget|fresh', {
+      ...patient('fresh'),
+      id: fresh,
     });
     expect(created.statusCode, created.body).toBe(201);
     expect((created.json() as { id: string }).id).toBe(fresh);
   });
 
   it('resolves the conditional references of batch entries, each on its own', async () => {
-    const target = await post('/fhir/Patient', patient('batch-target'), admin);
+    const target = await admin.post('/fhir/Patient', patient('batch-target'));
     const targetId = (target.json() as { id: string }).id;
     const observation = (value: string, subject: string) => ({
       resource: {
@@ -348,19 +300,15 @@ describe.each(BACKENDS)('the searches of a write, on %s', (backend) => {
       },
       request: { method: 'POST', url: 'Observation' },
     });
-    const reply = await post(
-      '/fhir',
-      {
-        resourceType: 'Bundle',
-        type: 'batch',
-        entry: [
-          observation('batch-one', 'Patient?identifier=urn:test:budget|batch-target'),
-          observation('batch-none', 'Patient?identifier=urn:test:budget|nobody-at-all'),
-          observation('batch-costly', `Patient?${COSTLY}`),
-        ],
-      },
-      writer,
-    );
+    const reply = await writer.post('/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        observation('batch-one', 'Patient?identifier=urn:test:budget|batch-target'),
+        observation('batch-none', 'Patient?identifier=urn:test:budget|nobody-at-all'),
+        observation('batch-costly', `Patient?${COSTLY}`),
+      ],
+    });
     expect(reply.statusCode, reply.body.slice(0, 300)).toBe(200);
     const bundle = reply.json() as BundleResponse;
     expect(bundle.entry.map((e) => e.response.status)).toEqual([

@@ -8,33 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import type { SqlDatabase } from '../storage/sql/database.js';
 import { BACKENDS, testDatabase } from '../../test/support/databases.js';
+import { bearer } from '../../test/support/fhir-client.js';
+import { logStatements } from '../../test/support/statement-log.js';
 import type { TestDatabase } from '../../test/support/databases.js';
 import { createAuthModule } from './auth-module.js';
 
 const VERSION_READ = 'SELECT version FROM auth_state WHERE id = 1';
-
-/** The database, recording the text of every statement it runs (transactions included) into `log`. */
-function counting<T extends SqlExecutor>(db: T, log: string[]): T {
-  return new Proxy(db, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      if (property === 'query' || property === 'execute' || property === 'boundedQuery') {
-        return (sql: string, ...rest: unknown[]) => {
-          log.push(sql);
-          return (value as (...args: unknown[]) => unknown).call(target, sql, ...rest);
-        };
-      }
-      if (property === 'transaction') {
-        return (fn: (tx: SqlExecutor) => Promise<unknown>) =>
-          (target as unknown as SqlDatabase).transaction((tx) => fn(counting(tx, log)));
-      }
-      return (value as (...args: unknown[]) => unknown).bind(target);
-    },
-  });
-}
 
 describe.each(BACKENDS)('statements of the bearer check on %s', (backend) => {
   let database: TestDatabase;
@@ -44,7 +25,7 @@ describe.each(BACKENDS)('statements of the bearer check on %s', (backend) => {
   const reply = { headers: () => reply, header: () => reply } as unknown as FastifyReply;
   const requestWith = (token: string) =>
     ({
-      headers: { authorization: `Bearer ${token}` },
+      headers: bearer(token),
       ip: '127.0.0.1',
       method: 'GET',
       url: '/fhir/Patient/x',
@@ -57,7 +38,7 @@ describe.each(BACKENDS)('statements of the bearer check on %s', (backend) => {
     database = await testDatabase(backend);
     const raw = openDatabase(database.url);
     await migrate(raw);
-    db = counting(raw, log);
+    db = logStatements(raw, log);
     auth = await createAuthModule(loadConfig({ DATABASE_URL: database.url }), db);
     const password = 'cost-password';
     const unlimited = await auth.accounts.create({ username: `cost-${randomUUID()}`, password });

@@ -12,6 +12,8 @@ import { BACKENDS, testDatabase } from '../../test/support/databases.js';
 import type { TestDatabase } from '../../test/support/databases.js';
 import { createAccountCommand } from './account.js';
 import { createKeysCommand } from './keys.js';
+import { fhirClient } from '../../test/support/fhir-client.js';
+import { tokenRequest } from '../../test/support/token-requests.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -296,17 +298,11 @@ describe('the CLI process while a server runs on the same database', () => {
     expect(created.code, created.stderr).toBe(0);
     expect(JSON.parse(created.stdout)).toMatchObject({ username: name, scopes: ['system/Patient.rs'] });
 
-    const getToken = () =>
-      app.inject({
-        method: 'POST',
-        url: '/v1/ambient/api/auth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ username: name, password }).toString(),
-      });
+    const getToken = () => tokenRequest(app, { username: name, password });
     const login = await getToken();
     expect(login.statusCode).toBe(200);
-    let authorization = `Bearer ${login.json<{ access_token: string }>().access_token}`;
-    const read = () => app.inject({ method: 'GET', url: `/fhir/Patient/${randomUUID()}`, headers: { authorization } });
+    let fhir = fhirClient(app, login.json<{ access_token: string }>().access_token);
+    const read = () => fhir.get(`/fhir/Patient/${randomUUID()}`);
     expect((await read()).statusCode).toBe(404);
 
     expect((await cli(['account', 'update', name, '--active', 'false'], '')).code).toBe(0);
@@ -314,19 +310,13 @@ describe('the CLI process while a server runs on the same database', () => {
     expect((await cli(['account', 'update', name, '--active', 'true'], '')).code).toBe(0);
     // Reactivation does not bring back the tokens deactivation ended; a new one works.
     expect((await read()).statusCode).toBe(401);
-    authorization = `Bearer ${(await getToken()).json<{ access_token: string }>().access_token}`;
+    fhir = fhir.withToken((await getToken()).json<{ access_token: string }>().access_token);
     expect((await read()).statusCode).toBe(404);
     expect((await cli(['account', 'revoke-tokens', name], '')).code).toBe(0);
     expect((await read()).statusCode).toBe(401);
 
     // Ten wrong passwords lock the username for this address; the CLI's unlock is honoured at once.
-    const wrong = () =>
-      app.inject({
-        method: 'POST',
-        url: '/v1/ambient/api/auth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ username: name, password: 'not-the-password' }).toString(),
-      });
+    const wrong = () => tokenRequest(app, { username: name, password: 'not-the-password' });
     for (let i = 0; i < 10; i++) expect((await wrong()).statusCode).toBe(401);
     expect((await getToken()).statusCode).toBe(429);
     const unlocked = await cli(['account', 'unlock', name], '');

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../../test/support/databases.js';
 import { startTestApp, TEST_PUBLIC_URL } from '../../test/support/test-app.js';
 import type { TestApp } from '../../test/support/test-app.js';
+import type { FhirClient } from '../../test/support/fhir-client.js';
 
 type Bundle = {
   resourceType: string;
@@ -15,18 +16,11 @@ type Bundle = {
 
 describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
   let t: TestApp;
-  let auth: Record<string, string>;
+  let fhir: FhirClient;
   const ids: Record<string, string> = {};
 
-  const get = async (url: string, headers: Record<string, string> = {}) =>
-    t.app.inject({ method: 'GET', url, headers: { ...auth, ...headers } });
-  const create = async (resource: Record<string, unknown>) => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${resource.resourceType as string}`,
-      headers: { ...auth, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(resource),
-    });
+  const create = async (resource: { resourceType: string; [k: string]: unknown }) => {
+    const res = await fhir.create(resource);
     expect(res.statusCode, res.body).toBe(201);
     return (res.json() as { id: string }).id;
   };
@@ -37,7 +31,7 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    auth = { authorization: `Bearer ${await t.token()}` };
+    fhir = await t.client();
     ids.patient = await create({
       resourceType: 'Patient',
       name: [{ family: 'Ångström', given: ['Anders'] }],
@@ -98,23 +92,27 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
       `/fhir/Encounter?participant=${practitioner}`,
       `/fhir/Encounter?practitioner=${ids.practitioner}`,
     ]) {
-      const res = await get(url);
+      const res = await fhir.get(url);
       expect(res.statusCode).toBe(200);
       expect(matches(res.json()), url).toEqual([`Encounter/${ids.encounter}`]);
     }
-    expect(matches((await get(`/fhir/Encounter?practitioner=PractitionerRole/${ids.role}`)).json())).toEqual([]);
-    expect(matches((await get(`/fhir/Encounter?participant=PractitionerRole/${ids.role}`)).json())).toEqual([
+    expect(matches((await fhir.get(`/fhir/Encounter?practitioner=PractitionerRole/${ids.role}`)).json())).toEqual([]);
+    expect(matches((await fhir.get(`/fhir/Encounter?participant=PractitionerRole/${ids.role}`)).json())).toEqual([
       `Encounter/${ids.encounter}`,
     ]);
-    expect(matches((await get('/fhir/Patient?address-postalcode=90210')).json())).toEqual([`Patient/${ids.patient}`]);
-    expect(matches((await get('/fhir/Encounter?_length=ge3')).json())).toEqual([`Encounter/${ids.encounter}`]);
-    expect(matches((await get('/fhir/Patient?name=angstrom')).json())).toEqual([`Patient/${ids.patient}`]);
-    const revinclude = (await get(`/fhir/Patient?_id=${ids.patient}&_revinclude=Appointment:patient`)).json() as Bundle;
+    expect(matches((await fhir.get('/fhir/Patient?address-postalcode=90210')).json())).toEqual([
+      `Patient/${ids.patient}`,
+    ]);
+    expect(matches((await fhir.get('/fhir/Encounter?_length=ge3')).json())).toEqual([`Encounter/${ids.encounter}`]);
+    expect(matches((await fhir.get('/fhir/Patient?name=angstrom')).json())).toEqual([`Patient/${ids.patient}`]);
+    const revinclude = (
+      await fhir.get(`/fhir/Patient?_id=${ids.patient}&_revinclude=Appointment:patient`)
+    ).json() as Bundle;
     expect(revinclude.entry!.map((e) => `${e.search.mode} ${e.resource.resourceType}`)).toEqual([
       'match Patient',
       'include Appointment',
     ]);
-    const include = (await get('/fhir/MedicationRequest?_include=MedicationRequest:patient')).json() as Bundle;
+    const include = (await fhir.get('/fhir/MedicationRequest?_include=MedicationRequest:patient')).json() as Bundle;
     expect(include.entry!.map((e) => `${e.search.mode} ${e.resource.resourceType}/${e.resource.id}`)).toEqual([
       `match MedicationRequest/${ids.request}`,
       `include Patient/${ids.patient}`,
@@ -123,7 +121,7 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
   });
 
   it('returns an empty searchset Bundle when nothing matches', async () => {
-    const res = await get('/fhir/Patient?_id=does-not-exist');
+    const res = await fhir.get('/fhir/Patient?_id=does-not-exist');
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toContain('application/fhir+json');
     const bundle = res.json() as Bundle;
@@ -132,29 +130,24 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
   });
 
   it('takes the parameters of POST _search from a form body', async () => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient/_search?gender=male',
-      headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: 'address-postalcode=90210',
-    });
+    const res = await fhir.postForm('/fhir/Patient/_search?gender=male', 'address-postalcode=90210');
     expect(res.statusCode, res.body).toBe(200);
     expect(matches(res.json())).toEqual([`Patient/${ids.patient}`]);
   });
 
   it('searches several types at once', async () => {
-    const res = await get('/fhir?_type=Patient,Practitioner&name=welby,other');
+    const res = await fhir.get('/fhir?_type=Patient,Practitioner&name=welby,other');
     expect(matches(res.json()).sort()).toEqual([`Patient/${ids.other}`, `Practitioner/${ids.practitioner}`]);
   });
 
   it('reports unknown parameters, or refuses them with Prefer: handling=strict', async () => {
-    const lenient = (await get('/fhir/Patient?gender=male&fuzzy=yes')).json() as Bundle;
+    const lenient = (await fhir.get('/fhir/Patient?gender=male&fuzzy=yes')).json() as Bundle;
     expect(lenient.entry!.map((e) => e.search.mode)).toEqual(['match', 'outcome']);
     expect(lenient.link!.find((l) => l.relation === 'self')!.url).toBe(`${TEST_PUBLIC_URL}/fhir/Patient?gender=male`);
-    const strict = await get('/fhir/Patient?gender=male&fuzzy=yes', { prefer: 'handling=strict' });
+    const strict = await fhir.get('/fhir/Patient?gender=male&fuzzy=yes', { prefer: 'handling=strict' });
     expect(strict.statusCode).toBe(400);
     expect(strict.json()).toMatchObject({ resourceType: 'OperationOutcome' });
-    const invalid = await get('/fhir/Patient?birthdate=yesterday');
+    const invalid = await fhir.get('/fhir/Patient?birthdate=yesterday');
     expect(invalid.statusCode).toBe(400);
     expect(
       (invalid.json() as { issue: { details: { coding: { code: string }[] } }[] }).issue[0].details.coding[0].code,
@@ -162,38 +155,38 @@ describe.each(BACKENDS)('search over HTTP on %s', (backend) => {
   });
 
   it('refuses an unknown _sort parameter with 400 (lenient handling too), and counts for _count=0', async () => {
-    const sorted = await get('/fhir/Patient?_sort=no-such-param');
+    const sorted = await fhir.get('/fhir/Patient?_sort=no-such-param');
     expect(sorted.statusCode).toBe(400);
     expect((sorted.json() as { issue: { diagnostics: string }[] }).issue[0].diagnostics).toContain('no-such-param');
-    const counted = (await get('/fhir/Patient?gender=male&_count=0')).json() as Bundle;
+    const counted = (await fhir.get('/fhir/Patient?gender=male&_count=0')).json() as Bundle;
     expect(counted.entry ?? []).toHaveLength(0);
-    const all = (await get('/fhir/Patient?gender=male&_total=accurate')).json() as Bundle;
+    const all = (await fhir.get('/fhir/Patient?gender=male&_total=accurate')).json() as Bundle;
     expect(all.total).toBeGreaterThan(0);
     expect(counted.total).toBe(all.total);
   });
 
   it('pages with links the client follows as they are', async () => {
-    const first = (await get('/fhir/Patient?_count=1&_sort=family')).json() as Bundle;
+    const first = (await fhir.get('/fhir/Patient?_count=1&_sort=family')).json() as Bundle;
     expect(matches(first)).toEqual([`Patient/${ids.patient}`]);
     const next = first.link!.find((l) => l.relation === 'next')!.url;
     expect(next.startsWith(`${TEST_PUBLIC_URL}/fhir/Patient?`)).toBe(true);
-    const second = (await get(next.slice(TEST_PUBLIC_URL.length))).json() as Bundle;
+    const second = (await fhir.get(next.slice(TEST_PUBLIC_URL.length))).json() as Bundle;
     expect(matches(second)).toEqual([`Patient/${ids.other}`]);
     expect(second.link!.find((l) => l.relation === 'next')).toBeUndefined();
-    const tampered = await get(`${next.slice(TEST_PUBLIC_URL.length)}x`);
+    const tampered = await fhir.get(`${next.slice(TEST_PUBLIC_URL.length)}x`);
     expect(tampered.statusCode).toBe(400);
   });
 
   it('needs a token, and scopes that cover every type the search passes through', async () => {
     expect((await t.app.inject({ method: 'GET', url: '/fhir/Patient' })).statusCode).toBe(401);
-    const limited = { authorization: `Bearer ${await t.token('system/Patient.rs')}` };
-    expect((await get('/fhir/Patient?name=other', limited)).statusCode).toBe(200);
-    expect((await get('/fhir/Encounter', limited)).statusCode).toBe(403);
-    expect((await get('/fhir/Patient?_has:Encounter:patient:class=IMP', limited)).statusCode).toBe(403);
-    expect((await get('/fhir/Patient?_revinclude=Appointment:patient', limited)).statusCode).toBe(403);
-    expect((await get('/fhir/Patient?general-practitioner:Practitioner.name=x', limited)).statusCode).toBe(403);
-    const readOnly = { authorization: `Bearer ${await t.token('system/Patient.r')}` };
-    expect((await get('/fhir/Patient', readOnly)).statusCode).toBe(403);
+    const limited = await t.client('system/Patient.rs');
+    expect((await limited.get('/fhir/Patient?name=other')).statusCode).toBe(200);
+    expect((await limited.get('/fhir/Encounter')).statusCode).toBe(403);
+    expect((await limited.get('/fhir/Patient?_has:Encounter:patient:class=IMP')).statusCode).toBe(403);
+    expect((await limited.get('/fhir/Patient?_revinclude=Appointment:patient')).statusCode).toBe(403);
+    expect((await limited.get('/fhir/Patient?general-practitioner:Practitioner.name=x')).statusCode).toBe(403);
+    const readOnly = await t.client('system/Patient.r');
+    expect((await readOnly.get('/fhir/Patient')).statusCode).toBe(403);
   });
 
   it('lists the search parameters in the CapabilityStatement', async () => {

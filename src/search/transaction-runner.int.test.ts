@@ -10,6 +10,7 @@ import type { ReadBudget, SqlDatabase, SqlExecutor } from '../storage/sql/databa
 import { SqliteDatabase } from '../storage/sqlite/sqlite-database.js';
 import { BACKENDS, testDatabase } from '../../test/support/databases.js';
 import type { TestDatabase } from '../../test/support/databases.js';
+import { logStatements } from '../../test/support/statement-log.js';
 import { Sql } from './sql/fragment.js';
 import { runInTransaction, withTransactionRunner, WRITER_HOLD_MS } from './transaction-runner.js';
 
@@ -136,14 +137,7 @@ describe('the transaction runner on postgres: the local statement_timeout', () =
   /** `tx` with the texts of the statements sent through it. */
   function recording(tx: SqlExecutor): { tx: SqlExecutor; sent: string[] } {
     const sent: string[] = [];
-    return {
-      sent,
-      tx: {
-        dialect: tx.dialect,
-        query: (sql, params) => (sent.push(sql), tx.query(sql, params)),
-        execute: (sql, params) => (sent.push(sql), tx.execute(sql, params)),
-      },
-    };
+    return { sent, tx: logStatements(tx, sent) };
   }
 
   const timeoutNow = async (tx: SqlExecutor) =>

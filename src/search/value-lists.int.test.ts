@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../../test/support/databases.js';
 import { startTestApp } from '../../test/support/test-app.js';
 import type { TestApp } from '../../test/support/test-app.js';
+import type { FhirClient } from '../../test/support/fhir-client.js';
 
 type Bundle = { total?: number; entry?: { resource: { resourceType: string; id: string } }[] };
 
@@ -20,28 +21,18 @@ const escaped = (code: string) => code.replace(/[\\,|$]/g, (c) => `\\${c}`);
 
 describe.each(BACKENDS)('OR lists bound as one parameter on %s', (backend) => {
   let t: TestApp;
-  let writer: Record<string, string>;
-  let reader: Record<string, string>;
+  let writer: FhirClient;
+  let reader: FhirClient;
   const byCode = new Map<string, string>();
   let patients: string[] = [];
 
   const search = async (path: string, query: string): Promise<string[]> => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${path}/_search`,
-      headers: { ...reader, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: `${query}&_count=100`,
-    });
+    const res = await reader.postForm(`/fhir/${path}/_search`, `${query}&_count=100`);
     expect(res.statusCode, res.body).toBe(200);
     return ((res.json() as Bundle).entry ?? []).map((e) => `${e.resource.resourceType}/${e.resource.id}`).sort();
   };
-  const create = async (resource: Record<string, unknown>): Promise<string> => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/fhir/${resource.resourceType as string}`,
-      headers: { ...writer, 'content-type': 'application/fhir+json' },
-      payload: JSON.stringify(resource),
-    });
+  const create = async (resource: { resourceType: string; [k: string]: unknown }): Promise<string> => {
+    const res = await writer.create(resource);
     expect(res.statusCode, res.body).toBe(201);
     // A create-only token gets no body back: the id is in the Location.
     return /\/([^/]+)\/_history\//.exec(String(res.headers.location))![1];
@@ -50,8 +41,8 @@ describe.each(BACKENDS)('OR lists bound as one parameter on %s', (backend) => {
 
   beforeAll(async () => {
     t = await startTestApp(backend);
-    writer = { authorization: `Bearer ${await t.token('system/Observation.c system/Patient.c')}` };
-    reader = { authorization: `Bearer ${await t.token('system/Observation.s system/Patient.s')}` };
+    writer = await t.client('system/Observation.c system/Patient.c');
+    reader = await t.client('system/Observation.s system/Patient.s');
     patients = [
       await create({ resourceType: 'Patient', name: [{ family: 'Ängel' }] }),
       await create({ resourceType: 'Patient', name: [{ family: 'angel' }] }),

@@ -2,8 +2,11 @@
 // manifest, download the files with the bearer token.
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import type { SqlDatabase } from '../../src/storage/sql/database.js';
+import { fhirClient, pathOf } from './fhir-client.js';
+import type { FhirClient, Injector } from './fhir-client.js';
+
+export { pathOf };
 
 export interface Manifest {
   transactionTime: string;
@@ -17,34 +20,15 @@ export type Resource = { resourceType: string; id: string; meta?: { versionId?: 
 
 export const PREFER_ASYNC = { prefer: 'respond-async', accept: 'application/fhir+json' };
 
-/** The path of an absolute URL of the test app (inject takes paths). */
-export function pathOf(url: string): string {
-  const parsed = new URL(url);
-  return parsed.pathname + parsed.search;
-}
-
 export class BulkClient {
-  constructor(
-    private readonly app: FastifyInstance,
-    private readonly token: string,
-  ) {}
+  private readonly fhir: FhirClient;
 
-  private get auth() {
-    return { authorization: `Bearer ${this.token}` };
+  constructor(app: Injector, token: string) {
+    this.fhir = fhirClient(app, token);
   }
 
   kickoff(url: string, headers: Record<string, string> = {}, method: 'GET' | 'POST' = 'GET', body?: unknown) {
-    return this.app.inject({
-      method,
-      url,
-      headers: {
-        ...this.auth,
-        ...PREFER_ASYNC,
-        ...(body === undefined ? {} : { 'content-type': 'application/fhir+json' }),
-        ...headers,
-      },
-      ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
-    });
+    return this.fhir.request(method, url, body, { ...PREFER_ASYNC, ...headers });
   }
 
   /** Kicks off and answers the status URL; fails the test on anything but 202. */
@@ -55,11 +39,11 @@ export class BulkClient {
   }
 
   status(statusUrl: string) {
-    return this.app.inject({ method: 'GET', url: pathOf(statusUrl), headers: this.auth });
+    return this.fhir.get(pathOf(statusUrl));
   }
 
   cancel(statusUrl: string) {
-    return this.app.inject({ method: 'DELETE', url: pathOf(statusUrl), headers: this.auth });
+    return this.fhir.delete(pathOf(statusUrl));
   }
 
   /** Polls until the manifest (200); fails on anything but 202 before it. */
@@ -74,12 +58,8 @@ export class BulkClient {
     }
   }
 
-  file(url: string, token = this.token) {
-    return this.app.inject({
-      method: 'GET',
-      url: pathOf(url),
-      headers: { authorization: `Bearer ${token}`, accept: 'application/fhir+ndjson' },
-    });
+  file(url: string, token = this.fhir.token) {
+    return this.fhir.withToken(token).get(pathOf(url), { accept: 'application/fhir+ndjson' });
   }
 
   /** Every resource of the manifest's files, by type. */

@@ -2,7 +2,8 @@
 // one response, and the run counts of the property tests (quick by default, heavy with
 // AMBIENT_FULL_TESTS=1, which `npm run test:full` sets).
 import { Writable } from 'node:stream';
-import type { LightMyRequestResponse } from 'fastify';
+import { FHIR_JSON } from './fhir-client.js';
+import type { Reply } from './fhir-client.js';
 import { pino } from 'pino';
 import { expect } from 'vitest';
 import { startTestApp } from './test-app.js';
@@ -15,7 +16,7 @@ export function runs(quick: number, full: number): { numRuns: number } {
   return { numRuns: FULL ? full : quick };
 }
 
-export const FHIR_JSON = 'application/fhir+json';
+export { FHIR_JSON };
 
 /** The server errors (logged with their stack) since the last call, so a 500 names its cause. */
 let drainErrors: () => string = () => '';
@@ -54,7 +55,7 @@ export function describeRequest(method: string, url: string, payload?: string | 
  * Any answer but a server error: below 500, and on /fhir an error is an OperationOutcome with the
  * catalog code of the error (docs/api.md), as application/fhir+json.
  */
-export function expectAnswered(res: LightMyRequestResponse, request: string): void {
+export function expectAnswered(res: Reply, request: string): void {
   const logged = res.statusCode >= 500 ? `\nserver log:\n${drainErrors()}` : '';
   expect(res.statusCode, `${request} → ${res.statusCode} ${res.body.slice(0, 500)}${logged}`).toBeLessThan(500);
   if (res.statusCode >= 400) expectOutcomeShape(res, request);
@@ -65,7 +66,7 @@ export function expectAnswered(res: LightMyRequestResponse, request: string): vo
  * first line of the server's error, or an error that is not an OperationOutcome), or undefined. For suites
  * that send thousands of requests and report every failure at once.
  */
-export function answerProblem(res: LightMyRequestResponse, request: string): string | undefined {
+export function answerProblem(res: Reply, request: string): string | undefined {
   if (res.statusCode >= 500) {
     const cause = drainErrors().split('\n')[0];
     return `${request.slice(0, 200)} → ${res.statusCode}: ${cause}`;
@@ -93,7 +94,7 @@ export function summariseProblems(problems: readonly string[]): string[] {
 }
 
 /** A client error (4xx) with an OperationOutcome body; `statuses` narrows which. */
-export function expectClientError(res: LightMyRequestResponse, request: string, statuses?: readonly number[]): void {
+export function expectClientError(res: Reply, request: string, statuses?: readonly number[]): void {
   const logged = res.statusCode >= 500 ? `\nserver log:\n${drainErrors()}` : '';
   const message = `${request} → ${res.statusCode} ${res.body.slice(0, 500)}${logged}`;
   expect(res.statusCode, message).toBeGreaterThanOrEqual(400);
@@ -102,7 +103,7 @@ export function expectClientError(res: LightMyRequestResponse, request: string, 
   expectOutcomeShape(res, request);
 }
 
-function expectOutcomeShape(res: LightMyRequestResponse, request: string): void {
+function expectOutcomeShape(res: Reply, request: string): void {
   const message = `${request} → ${res.statusCode} ${res.body.slice(0, 500)}`;
   const url = request.split(' ')[1] ?? '';
   if (!url.startsWith('/fhir')) return;

@@ -1,6 +1,7 @@
 // Helpers for the scribe API tests: requests through app.inject the way a client sends them (JSON,
 // multipart forms with repeated fields and files), and waiting for a record to finish.
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { fhirClient } from './fhir-client.js';
+import type { Injector, Reply } from './fhir-client.js';
 
 export const SCRIBE = '/v1/ambient/api/scribe';
 export const TEMPLATES = '/v1/ambient/api/templates';
@@ -24,30 +25,24 @@ export async function multipartBody(
 }
 
 export interface ScribeClient {
-  submit(body: Record<string, unknown>): Promise<LightMyRequestResponse>;
-  submitForm(fields: [string, FormValue][]): Promise<LightMyRequestResponse>;
-  get(id: number | string): Promise<LightMyRequestResponse>;
-  list(query?: string): Promise<LightMyRequestResponse>;
+  submit(body: Record<string, unknown>): Promise<Reply>;
+  submitForm(fields: [string, FormValue][]): Promise<Reply>;
+  get(id: number | string): Promise<Reply>;
+  list(query?: string): Promise<Reply>;
   /** Polls the record until it is no longer IN_PROGRESS. */
   finished(id: number, timeoutMs?: number): Promise<Record<string, any>>;
 }
 
-export function scribeClient(app: FastifyInstance, token: string): ScribeClient {
-  const authorization = `Bearer ${token}`;
+export function scribeClient(app: Injector, token: string): ScribeClient {
+  const http = fhirClient(app, token);
   const client: ScribeClient = {
-    submit: (body) =>
-      app.inject({
-        method: 'POST',
-        url: SCRIBE,
-        headers: { authorization, 'content-type': 'application/json' },
-        payload: JSON.stringify(body),
-      }),
+    submit: (body) => http.post(SCRIBE, body, { 'content-type': 'application/json' }),
     async submitForm(fields) {
       const { payload, headers } = await multipartBody(fields);
-      return app.inject({ method: 'POST', url: SCRIBE, headers: { authorization, ...headers }, payload });
+      return http.post(SCRIBE, payload, headers);
     },
-    get: (id) => app.inject({ method: 'GET', url: `${SCRIBE}/${id}`, headers: { authorization } }),
-    list: (query = '') => app.inject({ method: 'GET', url: `${SCRIBE}${query}`, headers: { authorization } }),
+    get: (id) => http.get(`${SCRIBE}/${id}`),
+    list: (query = '') => http.get(`${SCRIBE}${query}`),
     async finished(id, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {

@@ -9,6 +9,8 @@ import type { Config } from '../../src/config.js';
 import type { Logger } from '../../src/logger.js';
 import { openDatabase } from '../../src/storage/open-database.js';
 import { testDatabase } from './databases.js';
+import { fhirClient, passwordToken } from './fhir-client.js';
+import type { FhirClient } from './fhir-client.js';
 import type { TestDatabase } from './databases.js';
 import { startProcessPair } from './process-pair.js';
 import { redisTestUrl } from './provided.js';
@@ -20,6 +22,8 @@ export interface TestApp {
   readonly accounts: AccountStore;
   /** A fresh account with these scopes (default: everything) and a token for it from the token endpoint. */
   token(scopes?: string, options?: { rateLimit?: number }): Promise<string>;
+  /** A client of the app with such a token. */
+  client(scopes?: string, options?: { rateLimit?: number }): Promise<FhirClient>;
   close(): Promise<void>;
 }
 
@@ -50,24 +54,19 @@ export async function startTestApp(
   await app.ready();
   const adminDb = openDatabase(database.url);
   const accounts = new AccountStore(adminDb);
+  const token: TestApp['token'] = async (scopes = 'system/*.cruds scribe.read scribe.write', options = {}) => {
+    const username = `user-${randomUUID()}`;
+    const password = `pw-${randomUUID()}`;
+    await accounts.create({ username, password, scopes: scopes.split(' '), rateLimit: options.rateLimit ?? null });
+    return passwordToken(app, username, password);
+  };
   return {
     app,
     config,
     database,
     accounts,
-    async token(scopes = 'system/*.cruds scribe.read scribe.write', options = {}) {
-      const username = `user-${randomUUID()}`;
-      const password = `pw-${randomUUID()}`;
-      await accounts.create({ username, password, scopes: scopes.split(' '), rateLimit: options.rateLimit ?? null });
-      const res = await app.inject({
-        method: 'POST',
-        url: '/v1/ambient/api/auth/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ username, password }).toString(),
-      });
-      if (res.statusCode !== 200) throw new Error(`token request failed: ${res.statusCode} ${res.body}`);
-      return (res.json() as { access_token: string }).access_token;
-    },
+    token,
+    client: async (scopes, options) => fhirClient(app, await token(scopes, options)),
     async close() {
       await app.close();
       await adminDb.close();

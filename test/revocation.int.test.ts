@@ -2,17 +2,17 @@
 // clock held still: every token issued before a revocation is refused, however many revocations share its
 // second, and re-activating the account brings none of them back; a token issued after the revocation works.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { importJWK, SignJWT } from 'jose';
 import type { JWK } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { BACKENDS } from '../../test/support/databases.js';
-import { startTestApp } from '../../test/support/test-app.js';
-import type { TestApp } from '../../test/support/test-app.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { Account } from './accounts.js';
+import { BACKENDS } from './support/databases.js';
+import { fhirClient, passwordToken } from './support/fhir-client.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { Account } from '../src/auth/accounts.js';
 
-const TOKEN_PATH = '/v1/ambient/api/auth/token';
 /** A quarter past a whole second: every step of a test happens inside this one second. */
 const FROZEN_AT = Date.UTC(2031, 0, 1, 12, 0, 0, 250);
 
@@ -40,22 +40,10 @@ describe.each(BACKENDS)('revocation exact to the token on %s', (backend) => {
   };
 
   const tokenFor = async (account: Account, password: string): Promise<string> => {
-    const res = await app.inject({
-      method: 'POST',
-      url: TOKEN_PATH,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username: account.username, password }).toString(),
-    });
-    expect(res.statusCode, res.body).toBe(200);
-    return (res.json() as { access_token: string }).access_token;
+    return passwordToken(app, account.username, password);
   };
 
-  const readPatient = (token: string): Promise<LightMyRequestResponse> =>
-    app.inject({
-      method: 'GET',
-      url: `/fhir/Patient/${randomUUID()}`,
-      headers: { authorization: `Bearer ${token}` },
-    }) as Promise<LightMyRequestResponse>;
+  const readPatient = (token: string) => fhirClient(app, token).get(`/fhir/Patient/${randomUUID()}`);
 
   /** Accepted: the token works (the Patient simply does not exist). */
   const expectWorks = async (token: string, what: string) => {

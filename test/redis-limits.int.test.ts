@@ -4,17 +4,18 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, sqliteTestDatabase, testDatabase } from '../../test/support/databases.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { redisTestUrl } from '../../test/support/provided.js';
-import { AccountStore } from './accounts.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { BACKENDS, sqliteTestDatabase, testDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { fhirClient } from './support/fhir-client.js';
+import { tokenRequest } from './support/token-requests.js';
+import { redisTestUrl } from './support/provided.js';
+import { AccountStore } from '../src/auth/accounts.js';
 
 const REDIS_URL = redisTestUrl();
-const TOKEN_PATH = '/v1/ambient/api/auth/token';
 
 describe.skipIf(!REDIS_URL).each(BACKENDS)('limits shared through Redis on %s', (backend) => {
   let database: TestDatabase;
@@ -36,16 +37,9 @@ describe.skipIf(!REDIS_URL).each(BACKENDS)('limits shared through Redis on %s', 
   };
 
   const login = (app: FastifyInstance, username: string, password: string, remoteAddress = '127.0.0.1') =>
-    app.inject({
-      method: 'POST',
-      url: TOKEN_PATH,
-      remoteAddress,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ username, password }).toString(),
-    });
+    tokenRequest(app, { username, password }, { remoteAddress });
 
-  const read = (app: FastifyInstance, token: string) =>
-    app.inject({ method: 'GET', url: `/fhir/Patient/${randomUUID()}`, headers: { authorization: `Bearer ${token}` } });
+  const read = (app: FastifyInstance, token: string) => fhirClient(app, token).get(`/fhir/Patient/${randomUUID()}`);
 
   beforeAll(async () => {
     database = await testDatabase(backend);

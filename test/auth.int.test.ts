@@ -2,7 +2,7 @@
 // lockouts, HTTPS rules, key rotation and the audit trail, on SQLite and PostgreSQL. Account changes are
 // made through a second database connection, as the CLI in another process would make them.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import {
   createLocalJWKSet,
   decodeJwt,
@@ -13,39 +13,24 @@ import {
   SignJWT,
 } from 'jose';
 import type { JWK, JWTPayload } from 'jose';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../../test/support/databases.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { AccountStore } from './accounts.js';
-import type { Account, NewAccount } from './accounts.js';
-import { addSigningKey } from './signing-keys.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import { fhirClient, TOKEN_PATH } from './support/fhir-client.js';
+import type { Reply } from './support/fhir-client.js';
+import { FORM, freshLoopback, LogCapture, tokenRequest } from './support/token-requests.js';
+import type { TestDatabase } from './support/databases.js';
+import { AccountStore } from '../src/auth/accounts.js';
+import type { Account, NewAccount } from '../src/auth/accounts.js';
+import { addSigningKey } from '../src/auth/signing-keys.js';
 
-const TOKEN_PATH = '/v1/ambient/api/auth/token';
 const PUBLIC_URL = 'http://fhir.test:8080';
 const WWW = 'Bearer error="invalid_token"';
-const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
-
-/** Captures the JSON log lines of an app (the audit trail among them). */
-class LogCapture {
-  readonly lines: string[] = [];
-  readonly logger = pino({ level: 'info' }, { write: (line: string) => void this.lines.push(line) });
-
-  events(event: string): Record<string, unknown>[] {
-    return this.lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === event);
-  }
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-let addressCounter = 0;
-/** A fresh loopback address, so that per-address login counters of different tests never meet. */
-const freshLoopback = () => `127.${(process.pid >> 8) & 255}.${process.pid & 255}.${++addressCounter}`;
-
 describe.each(BACKENDS)('auth on %s', (backend) => {
   let database: TestDatabase;
   let admin: SqlDatabase;
@@ -70,40 +55,31 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
     return { account, password };
   };
 
-  const login = (
-    target: FastifyInstance,
-    fields: Record<string, string>,
-    options: Partial<InjectOptions> = {},
-  ): Promise<LightMyRequestResponse> =>
-    target.inject({
-      method: 'POST',
-      url: TOKEN_PATH,
-      payload: form(fields),
-      ...options,
-      headers: { ...FORM, ...(options.headers ?? {}) },
-    }) as Promise<LightMyRequestResponse>;
-
   const tokenFor = async (
     account: Account,
     password: string,
     target = app,
     extra: Record<string, string> = {},
   ): Promise<string> => {
-    const res = await login(target, { username: account.username, password, ...extra });
+    const res = await tokenRequest(target, { username: account.username, password, ...extra });
     expect(res.statusCode, res.body).toBe(200);
     const token = (res.json() as { access_token: string }).access_token;
     secrets.push(token);
     return token;
   };
 
-  const readPatient = (authorization: string | undefined, target = app) =>
-    target.inject({
+  /** A read of an unknown Patient with this token: 404 once the bearer check lets it through. */
+  const readPatient = (token: string, target: FastifyInstance = app) =>
+    fhirClient(target, token).get(`/fhir/Patient/${randomUUID()}`);
+  /** The same with this Authorization header as it is (none when undefined). */
+  const readPatientWithHeader = (authorization: string | undefined) =>
+    app.inject({
       method: 'GET',
       url: `/fhir/Patient/${randomUUID()}`,
       headers: authorization === undefined ? {} : { authorization },
     });
 
-  const expectInvalidToken = (res: LightMyRequestResponse, reason?: string) => {
+  const expectInvalidToken = (res: Reply, reason?: string) => {
     expect(res.statusCode, res.body).toBe(401);
     expect(res.headers['www-authenticate']).toBe(WWW);
     if (reason) expect(log.events('auth.refused').at(-1)).toMatchObject({ reason });
@@ -134,7 +110,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
   describe('token endpoint', () => {
     it('issues an ES256 JWT with the claims of docs/api.md, verifiable with the JWKS', async () => {
       const { account, password } = await newAccount();
-      const res = await login(app, { username: account.username, password, grant_type: 'password' });
+      const res = await tokenRequest(app, { username: account.username, password, grant_type: 'password' });
       expect(res.statusCode).toBe(200);
       expect(res.headers['cache-control']).toBe('no-store');
       expect(res.headers['x-content-type-options']).toBe('nosniff');
@@ -164,7 +140,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const verified = await jwtVerify(token, createLocalJWKSet(keySet), { issuer: PUBLIC_URL, algorithms: ['ES256'] });
       expect(verified.payload.sub).toBe(account.id);
 
-      expect((await readPatient(`Bearer ${token}`)).statusCode).toBe(404);
+      expect((await readPatient(token)).statusCode).toBe(404);
     });
 
     it('answers every credential failure with one 401 body', async () => {
@@ -179,7 +155,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       ];
       const bodies = new Set<string>();
       for (const attempt of attempts) {
-        const res = await login(app, attempt);
+        const res = await tokenRequest(app, attempt);
         expect(res.statusCode).toBe(401);
         expect(res.headers['www-authenticate']).toBeUndefined();
         expect(res.headers['cache-control']).toBe('no-store');
@@ -201,7 +177,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const { account } = await newAccount();
       const timeOnce = async (username: string) => {
         const started = performance.now();
-        expect((await login(app, { username, password: 'not-the-password' })).statusCode).toBe(401);
+        expect((await tokenRequest(app, { username, password: 'not-the-password' })).statusCode).toBe(401);
         return performance.now() - started;
       };
       // Interleaved, and the fastest of each kept: a burst of load on a shared machine then slows both
@@ -224,7 +200,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       ['a missing username', { password: 'something' }],
       ['an empty username', { username: '', password: 'something' }],
     ])('refuses %s with 400 invalid_request', async (_name, fields) => {
-      const res = await login(app, fields);
+      const res = await tokenRequest(app, fields);
       expect(res.statusCode).toBe(400);
       expect(res.json()).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
     });
@@ -259,7 +235,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       });
       expect(repeated.statusCode).toBe(400);
       expect(repeated.json()).toMatchObject({ error: 'invalid_request' });
-      const inUrl = await login(app, { username: 'a' }, { url: `${TOKEN_PATH}?password=secret-in-url` });
+      const inUrl = await tokenRequest(app, { username: 'a' }, { url: `${TOKEN_PATH}?password=secret-in-url` });
       expect(inUrl.statusCode).toBe(400);
       expect(inUrl.json()).toMatchObject({ error: 'invalid_request' });
     });
@@ -274,14 +250,14 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
     it('refuses another grant type with 400 unsupported_grant_type', async () => {
       const { account, password } = await newAccount();
       // (client_credentials is SMART Backend Services now: see smart-backend.int.test.ts.)
-      const res = await login(app, { username: account.username, password, grant_type: 'authorization_code' });
+      const res = await tokenRequest(app, { username: account.username, password, grant_type: 'authorization_code' });
       expect(res.statusCode).toBe(400);
       expect(res.json()).toEqual({ error: 'unsupported_grant_type', error_description: expect.any(String) });
     });
 
     it('narrows the scope on request, and refuses more than the account has with 400 invalid_scope', async () => {
       const { account, password } = await newAccount({ scopes: ['system/*.rs', 'system/Patient.cud', 'scribe.read'] });
-      const narrowed = await login(app, {
+      const narrowed = await tokenRequest(app, {
         username: account.username,
         password,
         scope: 'system/Patient.rs scribe.read',
@@ -290,20 +266,15 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       expect(narrowed.json()).toMatchObject({ scope: 'system/Patient.rs scribe.read' });
       const token = (narrowed.json() as { access_token: string }).access_token;
       expect(decodeJwt(token).scope).toBe('system/Patient.rs scribe.read');
-      const create = await app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify({ resourceType: 'Patient' }),
-      });
+      const create = await fhirClient(app, token).post('/fhir/Patient', { resourceType: 'Patient' });
       expect(create.statusCode).toBe(403);
 
       for (const scope of ['system/*.cruds', 'system/Observation.c', 'scribe.write']) {
-        const res = await login(app, { username: account.username, password, scope });
+        const res = await tokenRequest(app, { username: account.username, password, scope });
         expect(res.statusCode, scope).toBe(400);
         expect(res.json()).toEqual({ error: 'invalid_scope', error_description: expect.stringContaining(scope) });
       }
-      const unknown = await login(app, { username: account.username, password, scope: 'openid' });
+      const unknown = await tokenRequest(app, { username: account.username, password, scope: 'openid' });
       expect(unknown.statusCode).toBe(400);
       expect(unknown.json()).toMatchObject({ error: 'invalid_scope' });
     });
@@ -319,10 +290,11 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const remoteAddress = freshLoopback();
       for (let i = 0; i < 3; i++) {
         expect(
-          (await login(locking, { username: account.username, password: 'wrong-one' }, { remoteAddress })).statusCode,
+          (await tokenRequest(locking, { username: account.username, password: 'wrong-one' }, { remoteAddress }))
+            .statusCode,
         ).toBe(401);
       }
-      const locked = await login(locking, { username: account.username, password }, { remoteAddress });
+      const locked = await tokenRequest(locking, { username: account.username, password }, { remoteAddress });
       expect(locked.statusCode).toBe(429);
       expect(Number(locked.headers['retry-after'])).toBeGreaterThan(890);
       expect(Number(locked.headers['retry-after'])).toBeLessThanOrEqual(900);
@@ -340,22 +312,33 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const locking = await makeApp({ AMBIENT_LOGIN_MAX_FAILURES_PER_USER: '2' });
       const username = `ghost-${randomUUID()}`;
       const remoteAddress = freshLoopback();
-      expect((await login(locking, { username, password: 'x-password' }, { remoteAddress })).statusCode).toBe(401);
-      expect((await login(locking, { username, password: 'x-password' }, { remoteAddress })).statusCode).toBe(401);
-      expect((await login(locking, { username, password: 'x-password' }, { remoteAddress })).statusCode).toBe(429);
+      expect((await tokenRequest(locking, { username, password: 'x-password' }, { remoteAddress })).statusCode).toBe(
+        401,
+      );
+      expect((await tokenRequest(locking, { username, password: 'x-password' }, { remoteAddress })).statusCode).toBe(
+        401,
+      );
+      expect((await tokenRequest(locking, { username, password: 'x-password' }, { remoteAddress })).statusCode).toBe(
+        429,
+      );
     });
 
     it('a success resets the username count', async () => {
       const locking = await makeApp({ AMBIENT_LOGIN_MAX_FAILURES_PER_USER: '3' });
       const { account, password } = await newAccount();
       const remoteAddress = freshLoopback();
-      const fail = () => login(locking, { username: account.username, password: 'wrong-one' }, { remoteAddress });
+      const fail = () =>
+        tokenRequest(locking, { username: account.username, password: 'wrong-one' }, { remoteAddress });
       expect((await fail()).statusCode).toBe(401);
       expect((await fail()).statusCode).toBe(401);
-      expect((await login(locking, { username: account.username, password }, { remoteAddress })).statusCode).toBe(200);
+      expect(
+        (await tokenRequest(locking, { username: account.username, password }, { remoteAddress })).statusCode,
+      ).toBe(200);
       expect((await fail()).statusCode).toBe(401);
       expect((await fail()).statusCode).toBe(401);
-      expect((await login(locking, { username: account.username, password }, { remoteAddress })).statusCode).toBe(200);
+      expect(
+        (await tokenRequest(locking, { username: account.username, password }, { remoteAddress })).statusCode,
+      ).toBe(200);
     });
 
     it('locks a client address out after N failures over any usernames', async () => {
@@ -364,14 +347,14 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const { account, password } = await newAccount();
       const remoteAddress = freshLoopback();
       for (let i = 0; i < 4; i++) {
-        const res = await login(
+        const res = await tokenRequest(
           locking,
           { username: `spray-${i}-${randomUUID()}`, password: 'guess-1234' },
           { remoteAddress },
         );
         expect(res.statusCode).toBe(401);
       }
-      const locked = await login(locking, { username: account.username, password }, { remoteAddress });
+      const locked = await tokenRequest(locking, { username: account.username, password }, { remoteAddress });
       expect(locked.statusCode).toBe(429);
       expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
       // The same account from another address still works.
@@ -384,12 +367,18 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
     it('refuses plain HTTP from a non-loopback address with 403, whatever X-Forwarded-Proto says', async () => {
       const { account, password } = await newAccount();
       for (const headers of [{}, { 'x-forwarded-proto': 'https' }]) {
-        const res = await login(app, { username: account.username, password }, { remoteAddress: '10.1.2.3', headers });
+        const res = await tokenRequest(
+          app,
+          { username: account.username, password },
+          { remoteAddress: '10.1.2.3', headers },
+        );
         expect(res.statusCode).toBe(403);
         expect(res.json()).toEqual({ error: 'invalid_request', error_description: expect.stringContaining('HTTPS') });
       }
       for (const remoteAddress of ['::1', '::ffff:127.0.0.1', '127.9.9.9']) {
-        expect((await login(app, { username: account.username, password }, { remoteAddress })).statusCode).toBe(200);
+        expect((await tokenRequest(app, { username: account.username, password }, { remoteAddress })).statusCode).toBe(
+          200,
+        );
       }
       expect(log.events('login.https_required').length).toBeGreaterThanOrEqual(2);
     });
@@ -397,14 +386,14 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
     it('behind a trusted proxy, follows X-Forwarded-Proto and X-Forwarded-For', async () => {
       const proxied = await makeApp({ AMBIENT_TRUST_PROXY: 'loopback, 10.0.0.0/8' });
       const { account, password } = await newAccount();
-      const viaHttps = await login(
+      const viaHttps = await tokenRequest(
         proxied,
         { username: account.username, password },
         { remoteAddress: '10.0.0.2', headers: { 'x-forwarded-proto': 'https', 'x-forwarded-for': '203.0.113.7' } },
       );
       expect(viaHttps.statusCode).toBe(200);
       expect(viaHttps.headers['strict-transport-security']).toBe('max-age=31536000; includeSubDomains');
-      const viaHttp = await login(
+      const viaHttp = await tokenRequest(
         proxied,
         { username: account.username, password },
         { remoteAddress: '127.0.0.1', headers: { 'x-forwarded-proto': 'http', 'x-forwarded-for': '203.0.113.7' } },
@@ -425,7 +414,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
     });
 
     it('accepts exactly "Bearer <token>"', async () => {
-      expect((await readPatient(`Bearer ${token}`)).statusCode).toBe(404);
+      expect((await readPatient(token)).statusCode).toBe(404);
     });
 
     it.each([
@@ -446,7 +435,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       ['malformed JWT', 'Bearer abc.def.ghi', 'malformed'],
       ['not a JWT', 'Bearer not-a-jwt', 'not-bearer'],
     ])('refuses a header %s with 401 invalid_token', async (_name, header, reason) => {
-      const res = await readPatient(header?.replaceAll('{token}', token));
+      const res = await readPatientWithHeader(header?.replaceAll('{token}', token));
       expectInvalidToken(res, reason);
       expect(res.json()).toMatchObject({ resourceType: 'OperationOutcome' });
     });
@@ -455,11 +444,11 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const [h, p, s] = token.split('.');
       const middle = Math.floor(s.length / 2);
       const flipped = s.slice(0, middle) + (s[middle] === 'A' ? 'B' : 'A') + s.slice(middle + 1);
-      expectInvalidToken(await readPatient(`Bearer ${h}.${p}.${flipped}`), 'bad-signature');
+      expectInvalidToken(await readPatient(`${h}.${p}.${flipped}`), 'bad-signature');
       // A payload changed under the original signature.
       const claims = { ...decodeJwt(token), scope: 'system/*.cruds system/*.*' };
       const forged = `${h}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.${s}`;
-      expectInvalidToken(await readPatient(`Bearer ${forged}`), 'bad-signature');
+      expectInvalidToken(await readPatient(forged), 'bad-signature');
     });
 
     it('refuses alg none, HS256 with the public key, and other algorithms', async () => {
@@ -467,19 +456,19 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const claims = decodeJwt(token);
       const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
       const none = `${b64({ alg: 'none', typ: 'at+jwt', kid })}.${b64(claims)}.`;
-      expectInvalidToken(await readPatient(`Bearer ${none}`), 'not-bearer');
-      expectInvalidToken(await readPatient(`Bearer ${none}AAAA`), 'bad-algorithm');
+      expectInvalidToken(await readPatient(none), 'not-bearer');
+      expectInvalidToken(await readPatient(`${none}AAAA`), 'bad-algorithm');
 
       const jwks = (await app.inject({ method: 'GET', url: '/.well-known/jwks.json' })).json() as { keys: JWK[] };
       const publicJwk = jwks.keys.find((k) => k.kid === kid)!;
       const hs = await new SignJWT(claims)
         .setProtectedHeader({ alg: 'HS256', kid, typ: 'at+jwt' })
         .sign(new TextEncoder().encode(JSON.stringify(publicJwk)));
-      expectInvalidToken(await readPatient(`Bearer ${hs}`), 'bad-algorithm');
+      expectInvalidToken(await readPatient(hs), 'bad-algorithm');
 
       const { privateKey } = await generateKeyPair('ES384');
       const es384 = await new SignJWT(claims).setProtectedHeader({ alg: 'ES384', kid, typ: 'at+jwt' }).sign(privateKey);
-      expectInvalidToken(await readPatient(`Bearer ${es384}`), 'bad-algorithm');
+      expectInvalidToken(await readPatient(es384), 'bad-algorithm');
     });
 
     it('refuses a token signed by a key it does not know (unknown kid, or a known kid with another key)', async () => {
@@ -488,13 +477,13 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const unknownKid = await new SignJWT(claims)
         .setProtectedHeader({ alg: 'ES256', kid: 'not-a-key-of-ours', typ: 'at+jwt' })
         .sign(privateKey);
-      expectInvalidToken(await readPatient(`Bearer ${unknownKid}`), 'unknown-kid');
+      expectInvalidToken(await readPatient(unknownKid), 'unknown-kid');
       const noKid = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt' }).sign(privateKey);
-      expectInvalidToken(await readPatient(`Bearer ${noKid}`), 'unknown-kid');
+      expectInvalidToken(await readPatient(noKid), 'unknown-kid');
       const stolenKid = await new SignJWT(claims)
         .setProtectedHeader({ alg: 'ES256', kid: decodeProtectedHeader(token).kid, typ: 'at+jwt' })
         .sign(privateKey);
-      expectInvalidToken(await readPatient(`Bearer ${stolenKid}`), 'bad-signature');
+      expectInvalidToken(await readPatient(stolenKid), 'bad-signature');
     });
 
     it('refuses tokens with bad claims even when signed by the server key', async () => {
@@ -509,7 +498,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
         aud: `${PUBLIC_URL}/fhir`,
       };
       // Sanity check: the crafted token is accepted when its claims are right.
-      expect((await readPatient(`Bearer ${await signWithServerKey(base)}`)).statusCode).toBe(404);
+      expect((await readPatient(await signWithServerKey(base))).statusCode).toBe(404);
       const bad: [string, JWTPayload, Record<string, unknown>?][] = [
         ['bad-claims', { ...base, iss: 'https://evil.example' }],
         ['bad-claims', { ...base, jti: undefined }],
@@ -522,67 +511,67 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       ];
       for (const [reason, claims, header] of bad) {
         const crafted = await signWithServerKey(JSON.parse(JSON.stringify(claims)) as JWTPayload, header);
-        expectInvalidToken(await readPatient(`Bearer ${crafted}`), reason);
+        expectInvalidToken(await readPatient(crafted), reason);
       }
     });
 
     it('expires tokens exactly at exp (short TTL), even once cached', async () => {
       const shortLived = await makeApp({ AMBIENT_TOKEN_TTL_SECONDS: '2' });
       const { account: a, password } = await newAccount();
-      const res = await login(shortLived, { username: a.username, password });
+      const res = await tokenRequest(shortLived, { username: a.username, password });
       expect(res.json()).toMatchObject({ expires_in: 2 });
       const short = (res.json() as { access_token: string }).access_token;
       const { iat, exp } = decodeJwt(short);
       expect(exp! - iat!).toBe(2);
-      expect((await readPatient(`Bearer ${short}`, shortLived)).statusCode).toBe(404);
+      expect((await readPatient(short, shortLived)).statusCode).toBe(404);
       await sleep(exp! * 1000 - Date.now() + 20);
-      const expired = await readPatient(`Bearer ${short}`, shortLived);
+      const expired = await readPatient(short, shortLived);
       expectInvalidToken(expired, 'expired');
       expect(expired.json()).toMatchObject({
         issue: [expect.objectContaining({ diagnostics: expect.stringMatching(/expired/) })],
       });
       // The token endpoint gives a new one.
       const again = await tokenFor(a, password, shortLived);
-      expect((await readPatient(`Bearer ${again}`, shortLived)).statusCode).toBe(404);
+      expect((await readPatient(again, shortLived)).statusCode).toBe(404);
     });
 
     it('refuses, from the very next request, a token whose account was made inactive, for good', async () => {
       const { account: a, password } = await newAccount();
       const t = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${t}`)).statusCode).toBe(404);
+      expect((await readPatient(t)).statusCode).toBe(404);
       await accounts.update(a.username, { active: false });
-      expectInvalidToken(await readPatient(`Bearer ${t}`), 'account-inactive');
+      expectInvalidToken(await readPatient(t), 'account-inactive');
       await accounts.update(a.username, { active: true });
-      expectInvalidToken(await readPatient(`Bearer ${t}`), 'revoked');
-      expect((await readPatient(`Bearer ${await tokenFor(a, password)}`)).statusCode).toBe(404);
+      expectInvalidToken(await readPatient(t), 'revoked');
+      expect((await readPatient(await tokenFor(a, password))).statusCode).toBe(404);
     });
 
     it('refuses a token whose account lost API access', async () => {
       const { account: a, password } = await newAccount();
       const t = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${t}`)).statusCode).toBe(404);
+      expect((await readPatient(t)).statusCode).toBe(404);
       await accounts.update(a.username, { apiAccess: false });
-      expectInvalidToken(await readPatient(`Bearer ${t}`), 'no-api-access');
+      expectInvalidToken(await readPatient(t), 'no-api-access');
     });
 
     it('refuses a token whose account was deleted', async () => {
       const { account: a, password } = await newAccount();
       const t = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${t}`)).statusCode).toBe(404);
+      expect((await readPatient(t)).statusCode).toBe(404);
       await accounts.delete(a.username);
-      expectInvalidToken(await readPatient(`Bearer ${t}`), 'account-deleted');
+      expectInvalidToken(await readPatient(t), 'account-deleted');
     });
 
     it('refuses every token issued before a revocation, and accepts one issued right after', async () => {
       const { account: a, password } = await newAccount();
       const first = await tokenFor(a, password);
       const second = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${first}`)).statusCode).toBe(404);
+      expect((await readPatient(first)).statusCode).toBe(404);
       await accounts.revokeTokens(a.username);
-      expectInvalidToken(await readPatient(`Bearer ${first}`), 'revoked');
-      expectInvalidToken(await readPatient(`Bearer ${second}`), 'revoked');
+      expectInvalidToken(await readPatient(first), 'revoked');
+      expectInvalidToken(await readPatient(second), 'revoked');
       const fresh = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${fresh}`)).statusCode).toBe(404);
+      expect((await readPatient(fresh)).statusCode).toBe(404);
       expect(log.events('auth.refused').some((e) => e.reason === 'revoked' && e.account_id === a.id)).toBe(true);
     });
 
@@ -590,11 +579,11 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const other = await makeApp();
       const { account: a, password } = await newAccount();
       const t = await tokenFor(a, password, other);
-      expect((await readPatient(`Bearer ${t}`)).statusCode).toBe(404);
-      expect((await readPatient(`Bearer ${t}`, other)).statusCode).toBe(404);
+      expect((await readPatient(t)).statusCode).toBe(404);
+      expect((await readPatient(t, other)).statusCode).toBe(404);
       await accounts.update(a.username, { active: false });
-      expectInvalidToken(await readPatient(`Bearer ${t}`));
-      expectInvalidToken(await readPatient(`Bearer ${t}`, other));
+      expectInvalidToken(await readPatient(t));
+      expectInvalidToken(await readPatient(t, other));
     });
 
     it('keeps tokens of a rotated key valid and signs new ones with the new key', async () => {
@@ -604,8 +593,8 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const after = await tokenFor(a, password);
       expect(decodeProtectedHeader(after).kid).toBe(rotated.kid);
       expect(decodeProtectedHeader(before).kid).not.toBe(rotated.kid);
-      expect((await readPatient(`Bearer ${before}`)).statusCode).toBe(404);
-      expect((await readPatient(`Bearer ${after}`)).statusCode).toBe(404);
+      expect((await readPatient(before)).statusCode).toBe(404);
+      expect((await readPatient(after)).statusCode).toBe(404);
       const jwks = (await app.inject({ method: 'GET', url: '/.well-known/jwks.json' })).json() as { keys: JWK[] };
       const kids = jwks.keys.map((k) => k.kid);
       expect(kids).toContain(rotated.kid);
@@ -618,7 +607,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const rotated = await addSigningKey(admin);
       const fromOther = await tokenFor(a, password, other);
       expect(decodeProtectedHeader(fromOther).kid).toBe(rotated.kid);
-      expect((await readPatient(`Bearer ${fromOther}`)).statusCode).toBe(404);
+      expect((await readPatient(fromOther)).statusCode).toBe(404);
     });
   });
 
@@ -626,20 +615,11 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
     it('403 when the scopes do not cover the interaction (system/Patient.rs creating)', async () => {
       const { account: a, password } = await newAccount({ scopes: ['system/Patient.rs'] });
       const t = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${t}`)).statusCode).toBe(404);
-      const create = await app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers: { authorization: `Bearer ${t}`, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify({ resourceType: 'Patient' }),
-      });
+      expect((await readPatient(t)).statusCode).toBe(404);
+      const create = await fhirClient(app, t).post('/fhir/Patient', { resourceType: 'Patient' });
       expect(create.statusCode).toBe(403);
       expect(create.json()).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ code: 'forbidden' }] });
-      const observation = await app.inject({
-        method: 'GET',
-        url: `/fhir/Observation/${randomUUID()}`,
-        headers: { authorization: `Bearer ${t}` },
-      });
+      const observation = await fhirClient(app, t).get(`/fhir/Observation/${randomUUID()}`);
       expect(observation.statusCode).toBe(403);
       expect(log.events('auth.forbidden').some((e) => e.account_id === a.id && e.method === 'POST')).toBe(true);
     });
@@ -648,12 +628,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       for (const scopes of [['system/*.cruds'], ['system/*.write'], ['system/*.*'], ['system/Patient.c']]) {
         const { account: a, password } = await newAccount({ scopes });
         const t = await tokenFor(a, password);
-        const create = await app.inject({
-          method: 'POST',
-          url: '/fhir/Patient',
-          headers: { authorization: `Bearer ${t}`, 'content-type': 'application/fhir+json' },
-          payload: JSON.stringify({ resourceType: 'Patient' }),
-        });
+        const create = await fhirClient(app, t).post('/fhir/Patient', { resourceType: 'Patient' });
         expect(create.statusCode, scopes.join(' ')).toBe(201);
       }
     });
@@ -662,13 +637,8 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const { account: a, password } = await newAccount({ scopes: ['system/*.cruds'] });
       const t = await tokenFor(a, password);
       await accounts.update(a.username, { scopes: ['system/Patient.r'] });
-      expect((await readPatient(`Bearer ${t}`)).statusCode).toBe(404);
-      const create = await app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers: { authorization: `Bearer ${t}`, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify({ resourceType: 'Patient' }),
-      });
+      expect((await readPatient(t)).statusCode).toBe(404);
+      const create = await fhirClient(app, t).post('/fhir/Patient', { resourceType: 'Patient' });
       expect(create.statusCode).toBe(403);
     });
   });
@@ -678,14 +648,14 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const { account: a, password } = await newAccount({ rateLimit: 3 });
       const t = await tokenFor(a, password);
       for (const remaining of [2, 1, 0]) {
-        const res = await readPatient(`Bearer ${t}`);
+        const res = await readPatient(t);
         expect(res.statusCode).toBe(404);
         expect(res.headers['ratelimit-limit']).toBe('3');
         expect(res.headers['ratelimit-remaining']).toBe(String(remaining));
         expect(Number(res.headers['ratelimit-reset'])).toBeGreaterThan(0);
         expect(Number(res.headers['ratelimit-reset'])).toBeLessThanOrEqual(60);
       }
-      const limited = await readPatient(`Bearer ${t}`);
+      const limited = await readPatient(t);
       expect(limited.statusCode).toBe(429);
       expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
       expect(Number(limited.headers['retry-after'])).toBeLessThanOrEqual(60);
@@ -694,28 +664,28 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       // Token requests do not count, and another account is not slowed.
       await tokenFor(a, password);
       const other = await newAccount({ rateLimit: 3 });
-      expect((await readPatient(`Bearer ${await tokenFor(other.account, other.password)}`)).statusCode).toBe(404);
+      expect((await readPatient(await tokenFor(other.account, other.password))).statusCode).toBe(404);
     });
 
     it('refused (401) requests do not count', async () => {
       const { account: a, password } = await newAccount({ rateLimit: 2 });
       const t = await tokenFor(a, password);
       await accounts.update(a.username, { active: false });
-      for (let i = 0; i < 5; i++) expectInvalidToken(await readPatient(`Bearer ${t}`));
+      for (let i = 0; i < 5; i++) expectInvalidToken(await readPatient(t));
       await accounts.update(a.username, { active: true });
       // Deactivation ended the old token; the new one counts against the same (untouched) limit.
-      expectInvalidToken(await readPatient(`Bearer ${t}`));
+      expectInvalidToken(await readPatient(t));
       const fresh = await tokenFor(a, password);
-      expect((await readPatient(`Bearer ${fresh}`)).statusCode).toBe(404);
-      expect((await readPatient(`Bearer ${fresh}`)).statusCode).toBe(404);
-      expect((await readPatient(`Bearer ${fresh}`)).statusCode).toBe(429);
+      expect((await readPatient(fresh)).statusCode).toBe(404);
+      expect((await readPatient(fresh)).statusCode).toBe(404);
+      expect((await readPatient(fresh)).statusCode).toBe(429);
     });
 
     it('no limit means no RateLimit headers and no 429', async () => {
       const { account: a, password } = await newAccount();
       const t = await tokenFor(a, password);
       for (let i = 0; i < 10; i++) {
-        const res = await readPatient(`Bearer ${t}`);
+        const res = await readPatient(t);
         expect(res.statusCode).toBe(404);
         expect(res.headers['ratelimit-limit']).toBeUndefined();
       }
@@ -735,11 +705,7 @@ describe.each(BACKENDS)('auth on %s', (backend) => {
       const { account: a, password } = await newAccount();
       const t = await tokenFor(a, password);
       const id = randomUUID();
-      await app.inject({
-        method: 'GET',
-        url: `/fhir/Patient/${id}?_pretty=true`,
-        headers: { authorization: `Bearer ${t}` },
-      });
+      await fhirClient(app, t).get(`/fhir/Patient/${id}?_pretty=true`);
       const lines = log.events('access').filter((e) => e.account_id === a.id);
       expect(lines).toEqual([
         expect.objectContaining({

@@ -3,44 +3,31 @@
 // with password changes, deactivation and retired keys and carry `aud`; only named proxies are believed;
 // the token endpoint refuses and never logs credentials in its URL; a Bundle costs one point per entry.
 import { createHash, randomUUID } from 'node:crypto';
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { decodeJwt, decodeProtectedHeader, importJWK, SignJWT } from 'jose';
 import type { JWK, JWTPayload } from 'jose';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { BACKENDS, testDatabase } from '../../test/support/databases.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { AccountStore } from './accounts.js';
-import type { Account, NewAccount } from './accounts.js';
-import { addSigningKey, retireSigningKey } from './signing-keys.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { BACKENDS, testDatabase } from './support/databases.js';
+import { fhirClient, passwordToken, TOKEN_PATH } from './support/fhir-client.js';
+import type { Reply } from './support/fhir-client.js';
+import { freshLoopback, LogCapture, tokenRequest } from './support/token-requests.js';
+import type { TestDatabase } from './support/databases.js';
+import { AccountStore } from '../src/auth/accounts.js';
+import type { Account, NewAccount } from '../src/auth/accounts.js';
+import { addSigningKey, retireSigningKey } from '../src/auth/signing-keys.js';
 
-const TOKEN_PATH = '/v1/ambient/api/auth/token';
 const PUBLIC_URL = 'http://fhir.test:8080';
-const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 
-class LogCapture {
-  readonly lines: string[] = [];
-  readonly logger = pino({ level: 'trace' }, { write: (line: string) => void this.lines.push(line) });
-
-  events(event: string): Record<string, unknown>[] {
-    return this.lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === event);
-  }
-}
-
-let addressCounter = 0;
-/** A fresh loopback address, so that per-address login counters of different tests never meet. */
-const freshLoopback = () => `127.${(process.pid >> 8) & 255}.${process.pid & 255}.${++addressCounter}`;
-
-describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
+describe.each(BACKENDS)('lockouts, token ends, proxies and Bundle costs against an attacker on %s', (backend) => {
   let database: TestDatabase;
   let admin: SqlDatabase;
   let accounts: AccountStore;
   let app: FastifyInstance;
-  const log = new LogCapture();
+  const log = new LogCapture('trace');
   const apps: FastifyInstance[] = [];
 
   const makeApp = async (env: Record<string, string> = {}, logger = log.logger): Promise<FastifyInstance> => {
@@ -57,33 +44,12 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     return { account, password };
   };
 
-  const login = (
-    target: FastifyInstance,
-    fields: Record<string, string>,
-    options: Partial<InjectOptions> = {},
-  ): Promise<LightMyRequestResponse> =>
-    target.inject({
-      method: 'POST',
-      url: TOKEN_PATH,
-      payload: new URLSearchParams(fields).toString(),
-      ...options,
-      headers: { ...FORM, ...(options.headers ?? {}) },
-    }) as Promise<LightMyRequestResponse>;
+  const tokenFor = (account: Account, password: string, target = app): Promise<string> =>
+    passwordToken(target, account.username, password);
 
-  const tokenFor = async (account: Account, password: string, target = app): Promise<string> => {
-    const res = await login(target, { username: account.username, password });
-    expect(res.statusCode, res.body).toBe(200);
-    return (res.json() as { access_token: string }).access_token;
-  };
+  const readPatient = (token: string, target = app) => fhirClient(target, token).get(`/fhir/Patient/${randomUUID()}`);
 
-  const readPatient = (token: string, target = app) =>
-    target.inject({
-      method: 'GET',
-      url: `/fhir/Patient/${randomUUID()}`,
-      headers: { authorization: `Bearer ${token}` },
-    });
-
-  const expectRefused = (res: LightMyRequestResponse, reason: string) => {
+  const expectRefused = (res: Reply, reason: string) => {
     expect(res.statusCode, res.body).toBe(401);
     expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
     expect(log.events('auth.refused').at(-1)).toMatchObject({ reason });
@@ -111,12 +77,16 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     await database?.dispose();
   });
 
-  describe('1. the lockout counts attempts before the password is checked', () => {
+  describe('the lockout counts attempts before the password is checked', () => {
     it('a burst of simultaneous wrong passwords gets at most the threshold of 401s; a right one in it gets 429', async () => {
       const { account, password } = await newAccount();
       const remoteAddress = freshLoopback();
       const attempts = Array.from({ length: 120 }, (_, i) =>
-        login(app, { username: account.username, password: i === 119 ? password : `wrong-${i}` }, { remoteAddress }),
+        tokenRequest(
+          app,
+          { username: account.username, password: i === 119 ? password : `wrong-${i}` },
+          { remoteAddress },
+        ),
       );
       const answers = await Promise.all(attempts);
       const wrong = answers.slice(0, 119).map((r) => r.statusCode);
@@ -127,23 +97,24 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('2. a lockout is no switch for attackers', () => {
+  describe('a lockout is no switch for attackers', () => {
     it('failures from one address lock only (username, that address)', async () => {
       const { account, password } = await newAccount();
       const attacker = freshLoopback();
       for (let i = 0; i < 10; i++) {
         expect(
-          (await login(app, { username: account.username, password: 'wrong-one' }, { remoteAddress: attacker }))
+          (await tokenRequest(app, { username: account.username, password: 'wrong-one' }, { remoteAddress: attacker }))
             .statusCode,
         ).toBe(401);
       }
-      const locked = await login(app, { username: account.username, password }, { remoteAddress: attacker });
+      const locked = await tokenRequest(app, { username: account.username, password }, { remoteAddress: attacker });
       expect(locked.statusCode).toBe(429);
       expect(locked.headers['cache-control']).toBe('no-store');
       expect(locked.headers.pragma).toBe('no-cache');
       // The account's own client, from another address, still logs in.
       expect(
-        (await login(app, { username: account.username, password }, { remoteAddress: freshLoopback() })).statusCode,
+        (await tokenRequest(app, { username: account.username, password }, { remoteAddress: freshLoopback() }))
+          .statusCode,
       ).toBe(200);
     });
 
@@ -155,16 +126,21 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
       const { account, password } = await newAccount();
       const known = freshLoopback();
       expect(
-        (await login(distributed, { username: account.username, password }, { remoteAddress: known })).statusCode,
+        (await tokenRequest(distributed, { username: account.username, password }, { remoteAddress: known }))
+          .statusCode,
       ).toBe(200);
       for (const count of [2, 2, 1]) {
         const remoteAddress = freshLoopback();
         for (let i = 0; i < count; i++) {
-          const res = await login(distributed, { username: account.username, password: 'guess-it' }, { remoteAddress });
+          const res = await tokenRequest(
+            distributed,
+            { username: account.username, password: 'guess-it' },
+            { remoteAddress },
+          );
           expect(res.statusCode).toBe(401);
         }
       }
-      const stranger = await login(
+      const stranger = await tokenRequest(
         distributed,
         { username: account.username, password },
         { remoteAddress: freshLoopback() },
@@ -172,7 +148,8 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
       expect(stranger.statusCode).toBe(429);
       expect(Number(stranger.headers['retry-after'])).toBeGreaterThan(0);
       expect(
-        (await login(distributed, { username: account.username, password }, { remoteAddress: known })).statusCode,
+        (await tokenRequest(distributed, { username: account.username, password }, { remoteAddress: known }))
+          .statusCode,
       ).toBe(200);
     });
 
@@ -180,15 +157,19 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
       const { account, password } = await newAccount();
       const remoteAddress = freshLoopback();
       for (let i = 0; i < 10; i++)
-        await login(app, { username: account.username, password: 'wrong-one' }, { remoteAddress });
-      expect((await login(app, { username: account.username, password }, { remoteAddress })).statusCode).toBe(429);
+        await tokenRequest(app, { username: account.username, password: 'wrong-one' }, { remoteAddress });
+      expect((await tokenRequest(app, { username: account.username, password }, { remoteAddress })).statusCode).toBe(
+        429,
+      );
       await accounts.unlock(account.username);
-      expect((await login(app, { username: account.username, password }, { remoteAddress })).statusCode).toBe(200);
+      expect((await tokenRequest(app, { username: account.username, password }, { remoteAddress })).statusCode).toBe(
+        200,
+      );
       await expect(accounts.unlock(`nobody-${randomUUID()}`)).rejects.toThrow(/No account named/);
     });
   });
 
-  describe('3. tokens end when they should', () => {
+  describe('tokens end when they should', () => {
     let account: Account;
     let password: string;
     let token: string;
@@ -292,7 +273,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('4. only named proxies are believed', () => {
+  describe('only named proxies are believed', () => {
     let proxied: FastifyInstance;
     const proxyLog = new LogCapture();
 
@@ -306,7 +287,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     it('ignores X-Forwarded-For and X-Forwarded-Proto from a peer that is not a trusted proxy', async () => {
       const { account, password } = await newAccount();
       for (const proto of ['https', 'http']) {
-        const res = await login(
+        const res = await tokenRequest(
           proxied,
           { username: account.username, password },
           { remoteAddress: '198.51.100.20', headers: { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': proto } },
@@ -318,7 +299,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
 
     it('through trusted proxies, the client is the right-most address they do not vouch for', async () => {
       const { account, password } = await newAccount();
-      const res = await login(
+      const res = await tokenRequest(
         proxied,
         { username: account.username, password },
         {
@@ -333,7 +314,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
       expect(proxyLog.events('token.issued').at(-1)).toMatchObject({ account_id: account.id, client: '198.51.100.77' });
       // The per-address limit counts that address, whatever the client writes to the left of it.
       const fail = (xff: string) =>
-        login(
+        tokenRequest(
           proxied,
           { username: `spray-${randomUUID()}`, password: 'guess-it' },
           { remoteAddress: '10.0.0.2', headers: { 'x-forwarded-for': xff, 'x-forwarded-proto': 'https' } },
@@ -350,13 +331,13 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('5. the token endpoint leaks nothing', () => {
+  describe('the token endpoint leaks nothing', () => {
     it.each(['username', 'password', 'client_secret', 'client_assertion'])(
       'refuses %s in the query string with 400 invalid_request, and never logs the query',
       async (name) => {
         const { account, password } = await newAccount();
         const secret = `secret-${randomUUID()}`;
-        const res = await login(
+        const res = await tokenRequest(
           app,
           { username: account.username, password },
           { url: `${TOKEN_PATH}?${name}=${secret}` },
@@ -372,8 +353,8 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     it('logs an unknown username as a keyed hash that every process on the database agrees on', async () => {
       const other = await makeApp();
       const username = `typed-a-password-${randomUUID()}`;
-      await login(app, { username, password: 'whatever-it-is' }, { remoteAddress: freshLoopback() });
-      await login(other, { username, password: 'whatever-it-is' }, { remoteAddress: freshLoopback() });
+      await tokenRequest(app, { username, password: 'whatever-it-is' }, { remoteAddress: freshLoopback() });
+      await tokenRequest(other, { username, password: 'whatever-it-is' }, { remoteAddress: freshLoopback() });
       const failed = log
         .events('login.failed')
         .filter((e) => e.reason === 'unknown-user')
@@ -392,10 +373,10 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     it('sends Cache-Control: no-store and Pragma: no-cache on token responses and every error', async () => {
       const { account, password } = await newAccount();
       const answers = [
-        await login(app, { username: account.username, password }),
-        await login(app, { username: account.username, password: 'wrong-one' }),
-        await login(app, { username: account.username }),
-        await login(app, { username: account.username, password }, { remoteAddress: '198.51.100.5' }),
+        await tokenRequest(app, { username: account.username, password }),
+        await tokenRequest(app, { username: account.username, password: 'wrong-one' }),
+        await tokenRequest(app, { username: account.username }),
+        await tokenRequest(app, { username: account.username, password }, { remoteAddress: '198.51.100.5' }),
       ];
       const secret = `secret-${randomUUID()}`;
       answers.push(await app.inject({ method: 'GET', url: `${TOKEN_PATH}?password=${secret}` }));
@@ -408,7 +389,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
     });
   });
 
-  describe('6. a Bundle costs one point per entry', () => {
+  describe('a Bundle costs one point per entry', () => {
     const bundle = (type: 'batch' | 'transaction', family: string, entries: number) => ({
       resourceType: 'Bundle',
       type,
@@ -417,13 +398,7 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
         request: { method: 'POST', url: 'Patient' },
       })),
     });
-    const post = (token: string, body: unknown) =>
-      app.inject({
-        method: 'POST',
-        url: '/fhir',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-        payload: JSON.stringify(body),
-      });
+    const post = (token: string, body: unknown) => fhirClient(app, token).post('/fhir', body);
 
     it('counts each entry against the account rate limit; without the points, 429 and nothing runs', async () => {
       const { account, password } = await newAccount({ rateLimit: 5 });
@@ -432,13 +407,9 @@ describe.each(BACKENDS)('security review (issue 10) on %s', (backend) => {
       const unlimited = await tokenFor(reader, readerPw);
       const count = async (family: string) =>
         (
-          (
-            await app.inject({
-              method: 'GET',
-              url: `/fhir/Patient?family=${family}&_total=accurate`,
-              headers: { authorization: `Bearer ${unlimited}` },
-            })
-          ).json() as { total: number }
+          (await fhirClient(app, unlimited).get(`/fhir/Patient?family=${family}&_total=accurate`)).json() as {
+            total: number;
+          }
         ).total;
 
       const first = `fam${randomUUID().replaceAll('-', '')}`;

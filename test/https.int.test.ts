@@ -9,13 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleApp } from '../assemble.js';
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../storage/open-database.js';
-import type { SqlDatabase } from '../storage/sql/database.js';
-import { sqliteTestDatabase } from '../../test/support/databases.js';
-import type { TestDatabase } from '../../test/support/databases.js';
-import { AccountStore } from './accounts.js';
+import { assembleApp } from '../src/assemble.js';
+import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/storage/open-database.js';
+import type { SqlDatabase } from '../src/storage/sql/database.js';
+import { sqliteTestDatabase } from './support/databases.js';
+import type { TestDatabase } from './support/databases.js';
+import { bearer } from './support/fhir-client.js';
+import { AccountStore } from '../src/auth/accounts.js';
 
 interface HttpsResponse {
   status: number;
@@ -107,7 +108,7 @@ describe('HTTPS', () => {
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     const token = (JSON.parse(res.body) as { access_token: string; token_type: string }).access_token;
-    const read = await call('GET', `/fhir/Patient/${randomUUID()}`, { authorization: `Bearer ${token}` });
+    const read = await call('GET', `/fhir/Patient/${randomUUID()}`, bearer(token));
     expect(read.status).toBe(404);
     expect(read.headers['strict-transport-security']).toBeDefined();
   });

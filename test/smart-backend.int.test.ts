@@ -6,21 +6,22 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import type { LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import type { CryptoKey, JWK } from 'jose';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS } from '../../test/support/databases.js';
-import { startTestApp, TEST_PUBLIC_URL } from '../../test/support/test-app.js';
-import type { TestApp } from '../../test/support/test-app.js';
-import { assembleApp } from '../assemble.js';
-import { createAccountCommand } from '../cli/account.js';
-import { CLIENT_ASSERTION_TYPE } from './client-assertion.js';
+import { BACKENDS } from './support/databases.js';
+import { fhirClient, TOKEN_PATH } from './support/fhir-client.js';
+import type { Reply } from './support/fhir-client.js';
+import { freshLoopback, tokenRequest } from './support/token-requests.js';
+import { startTestApp, TEST_PUBLIC_URL } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+import { assembleApp } from '../src/assemble.js';
+import { createAccountCommand } from '../src/cli/account.js';
+import { CLIENT_ASSERTION_TYPE } from '../src/auth/client-assertion.js';
 
-const TOKEN_PATH = '/v1/ambient/api/auth/token';
 const TOKEN_URL = `${TEST_PUBLIC_URL}${TOKEN_PATH}`;
-const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 
 interface KeyPair {
   readonly kid: string;
@@ -60,10 +61,6 @@ async function assertion(
 }
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
-
-let addressCounter = 0;
-/** A fresh loopback address, so that the login counters of different tests never meet. */
-const freshLoopback = () => `127.${(process.pid >> 8) & 255}.${process.pid & 255}.${++addressCounter}`;
 
 describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
   let t: TestApp;
@@ -105,20 +102,16 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
     return username;
   };
 
-  const tokenRequest = (
-    fields: Record<string, string>,
-    remoteAddress = freshLoopback(),
-  ): Promise<LightMyRequestResponse> =>
-    t.app.inject({
-      method: 'POST',
-      url: TOKEN_PATH,
-      headers: FORM,
-      remoteAddress,
-      payload: new URLSearchParams(fields).toString(),
-    });
+  const grant = (fields: Record<string, string>, remoteAddress = freshLoopback(), target: FastifyInstance = t.app) =>
+    tokenRequest(target, fields, { remoteAddress });
 
-  const clientCredentials = (clientAssertion: string, scope = 'system/*.rs', remoteAddress?: string) =>
-    tokenRequest(
+  const clientCredentials = (
+    clientAssertion: string,
+    scope = 'system/*.rs',
+    remoteAddress?: string,
+    target?: FastifyInstance,
+  ) =>
+    grant(
       {
         grant_type: 'client_credentials',
         client_assertion_type: CLIENT_ASSERTION_TYPE,
@@ -126,10 +119,11 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
         scope,
       },
       remoteAddress,
+      target,
     );
 
   /** 401 invalid_client, and the audit trail's reason for it (when given) is this one. */
-  const expectInvalidClient = (res: LightMyRequestResponse, reason?: string) => {
+  const expectInvalidClient = (res: Reply, reason?: string) => {
     expect(res.statusCode, res.body).toBe(401);
     expect(res.json()).toEqual({ error: 'invalid_client', error_description: expect.any(String) });
     if (reason === undefined) return;
@@ -203,12 +197,9 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
     // Never key material: no coordinates, no modulus, no private parts.
     expect(shown.stdout).not.toMatch(/"(x|y|n|e|d)"\s*:/);
 
-    const patient = await t.app.inject({
-      method: 'POST',
-      url: '/fhir/Patient',
-      headers: { 'content-type': 'application/fhir+json', authorization: `Bearer ${await t.token()}` },
-      payload: { resourceType: 'Patient', name: [{ family: `Smart-${randomUUID()}` }] },
-    });
+    const patient = await (
+      await t.client()
+    ).create({ resourceType: 'Patient', name: [{ family: `Smart-${randomUUID()}` }] });
     expect(patient.statusCode).toBe(201);
     const patientId = patient.json().id;
 
@@ -231,20 +222,15 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
       expect(claims.exp! - claims.iat!).toBeLessThanOrEqual(300);
       expect(claims.iat!).toBeGreaterThanOrEqual(before);
 
-      const auth = { authorization: `Bearer ${body.access_token}` };
-      const read = await t.app.inject({ method: 'GET', url: `/fhir/Patient/${patientId}`, headers: auth });
+      const fhir = fhirClient(t.app, body.access_token);
+      const read = await fhir.get(`/fhir/Patient/${patientId}`);
       expect(read.statusCode, read.body).toBe(200);
-      const search = await t.app.inject({ method: 'GET', url: '/fhir/Patient?_count=1', headers: auth });
+      const search = await fhir.get('/fhir/Patient?_count=1');
       expect(search.statusCode).toBe(200);
       // Narrowed to what was asked: no create, no Observation.
-      const write = await t.app.inject({
-        method: 'POST',
-        url: '/fhir/Patient',
-        headers: { ...auth, 'content-type': 'application/fhir+json' },
-        payload: { resourceType: 'Patient' },
-      });
+      const write = await fhir.create({ resourceType: 'Patient' });
       expect(write.statusCode).toBe(403);
-      const other = await t.app.inject({ method: 'GET', url: '/fhir/Observation', headers: auth });
+      const other = await fhir.get('/fhir/Observation');
       expect(other.statusCode).toBe(403);
     }
   });
@@ -259,11 +245,11 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
     const username = await client();
     const res = await clientCredentials(await assertion(username, es));
     expect(res.statusCode).toBe(200);
-    const auth = { authorization: `Bearer ${res.json().access_token}` };
-    expect((await t.app.inject({ method: 'GET', url: '/fhir/Patient', headers: auth })).statusCode).toBe(200);
+    const fhir = fhirClient(t.app, res.json().access_token);
+    expect((await fhir.get('/fhir/Patient')).statusCode).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 1100));
     await t.accounts.revokeTokens(username);
-    expect((await t.app.inject({ method: 'GET', url: '/fhir/Patient', headers: auth })).statusCode).toBe(401);
+    expect((await fhir.get('/fhir/Patient')).statusCode).toBe(401);
   });
 
   it('refuses an assertion for the wrong audience', async () => {
@@ -295,18 +281,7 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
     try {
       const elsewhere = await assertion(username, rs);
       expect((await clientCredentials(elsewhere)).statusCode).toBe(200);
-      const replayed = await second.inject({
-        method: 'POST',
-        url: TOKEN_PATH,
-        headers: FORM,
-        remoteAddress: freshLoopback(),
-        payload: new URLSearchParams({
-          grant_type: 'client_credentials',
-          client_assertion_type: CLIENT_ASSERTION_TYPE,
-          client_assertion: elsewhere,
-          scope: 'system/*.rs',
-        }).toString(),
-      });
+      const replayed = await clientCredentials(elsewhere, 'system/*.rs', undefined, second);
       expectInvalidClient(replayed);
     } finally {
       await second.close();
@@ -371,7 +346,7 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
     const unknown = await clientCredentials(await assertion(username, es), 'system/Nonsense.zz');
     expect(unknown.statusCode).toBe(400);
     expect(unknown.json().error).toBe('invalid_scope');
-    const missing = await tokenRequest({
+    const missing = await grant({
       grant_type: 'client_credentials',
       client_assertion_type: CLIENT_ASSERTION_TYPE,
       client_assertion: await assertion(username, es),
@@ -382,21 +357,21 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
 
   it('missing fields are invalid_request; other grants unsupported_grant_type; the password grant still works', async () => {
     const username = await client();
-    const noAssertion = await tokenRequest({
+    const noAssertion = await grant({
       grant_type: 'client_credentials',
       client_assertion_type: CLIENT_ASSERTION_TYPE,
       scope: 'system/*.rs',
     });
     expect(noAssertion.statusCode).toBe(400);
     expect(noAssertion.json().error).toBe('invalid_request');
-    const noType = await tokenRequest({
+    const noType = await grant({
       grant_type: 'client_credentials',
       client_assertion: await assertion(username, es),
       scope: 'system/*.rs',
     });
     expect(noType.statusCode).toBe(400);
     expect(noType.json().error).toBe('invalid_request');
-    const other = await tokenRequest({ grant_type: 'authorization_code', code: 'x' });
+    const other = await grant({ grant_type: 'authorization_code', code: 'x' });
     expect(other.statusCode).toBe(400);
     expect(other.json().error).toBe('unsupported_grant_type');
     expect(typeof (await t.token('system/*.rs'))).toBe('string');
@@ -412,19 +387,8 @@ describe.each(BACKENDS)('SMART Backend Services on %s', (backend) => {
         jwks: JSON.stringify({ keys: [es.publicJwk] }),
       });
       const remoteAddress = freshLoopback();
-      const send = async (clientAssertion: string) =>
-        locking.app.inject({
-          method: 'POST',
-          url: TOKEN_PATH,
-          headers: FORM,
-          remoteAddress,
-          payload: new URLSearchParams({
-            grant_type: 'client_credentials',
-            client_assertion_type: CLIENT_ASSERTION_TYPE,
-            client_assertion: clientAssertion,
-            scope: 'system/*.rs',
-          }).toString(),
-        });
+      const send = (clientAssertion: string) =>
+        clientCredentials(clientAssertion, 'system/*.rs', remoteAddress, locking.app);
       for (let i = 0; i < 3; i++) {
         expect((await send(await assertion(username, es, { aud: 'https://elsewhere.example' }))).statusCode).toBe(401);
       }

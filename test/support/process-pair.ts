@@ -43,6 +43,10 @@ export async function startProcessPair(env: Record<string, string>): Promise<Pro
     });
     request.pipe(forward);
   });
+  // Idle connections stay open until the pair closes: a suite that blocks its event loop for longer than
+  // Node's 5 s keep-alive (spawnSync of a CLI command under load) would otherwise send its next request
+  // on a connection the front closed meanwhile, and read ECONNRESET.
+  front.keepAliveTimeout = 0;
   await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
   const client = httpInject(url);

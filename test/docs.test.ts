@@ -147,7 +147,8 @@ describe('the repository stands on its own', () => {
   it('knows a path that climbs out when it sees one', () => {
     // Built, not written out, so that this file does not name them itself.
     const twoUp = '../'.repeat(2);
-    expect(pathsOutside(README, `see ../shared/notes.md and ${twoUp}x`)).toEqual(['../shared/notes.md', `${twoUp}x`]);
+    const sibling = ['..', 'elsewhere', 'notes.md'].join('/');
+    expect(pathsOutside(README, `see ${sibling} and ${twoUp}x`)).toEqual([sibling, `${twoUp}x`]);
     const page = join(DOCS, 'page.md');
     expect(pathsOutside(page, 'see [the README](../README.md) and `../src/app.ts`')).toEqual([]);
   });

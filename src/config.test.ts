@@ -121,7 +121,7 @@ describe('loadConfig', () => {
   });
 });
 
-describe('unknown AMBIENT_* variables', () => {
+describe('unknown and misspelt variables', () => {
   const warningsFor = (env: Record<string, string>) => {
     const lines: string[] = [];
     loadConfig(env, { warn: (line) => lines.push(line) });
@@ -136,6 +136,22 @@ describe('unknown AMBIENT_* variables', () => {
       expect.stringMatching(/^AMBIENT_SEARCH_TIMEOUT is .* closest known name is AMBIENT_SEARCH_TIMEOUT_MS$/),
       expect.stringMatching(/^AMBIENT_LLM_MODLE is .* closest known name is AMBIENT_LLM_MODEL$/),
     ]);
+  });
+
+  it('warns about a near miss of an unprefixed setting: separators, case, or two edits', () => {
+    expect(warningsFor({ DATABSE_URL: 'sqlite:x.db', LOGLEVEL: 'debug', redis_url: 'redis://x' })).toEqual([
+      'DATABSE_URL is not a setting of ambient-fhir and is ignored; the closest known name is DATABASE_URL',
+      'LOGLEVEL is not a setting of ambient-fhir and is ignored; the closest known name is LOG_LEVEL',
+      'redis_url is not a setting of ambient-fhir and is ignored; the closest known name is REDIS_URL',
+    ]);
+  });
+
+  it('leaves the rest of a shared environment alone, however close to PORT or HOST', () => {
+    const environment = {
+      ...{ HOME: '/root', PATH: '/bin', HOSTNAME: 'h', PORTS: '1', SSL_CERT_FILE: 'c', DB_URL: 'x', PGHOST: 'h' },
+      ...{ NODE_ENV: 'production', REDIS_HOST: 'h', TLS_CA_FILE: 'x', LOG_FILE: 'x', LC_ALL: 'C' },
+    };
+    expect(warningsFor(environment)).toEqual([]);
   });
 
   it('knows every name it reads, including those read only when another is set, and the tooling names', () => {

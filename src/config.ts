@@ -190,10 +190,10 @@ const TOOLING_VARIABLES = /^AMBIENT_(TEST|BENCH|SOAK)_|^AMBIENT_(FULL_TESTS|FIXT
 export function loadConfig(environment: Env = process.env, options: ConfigOptions = {}): Readonly<Config> {
   const { config, problems, known, publicUrlNote } = readConfig(environment, options);
   for (const name of Object.keys(environment)) {
-    if (!name.startsWith('AMBIENT_') || known.has(name) || TOOLING_VARIABLES.test(name)) continue;
-    options.warn?.(
-      `${name} is not a setting of ambient-fhir and is ignored; the closest known name is ${closest(name, known)}`,
-    );
+    if (known.has(name) || TOOLING_VARIABLES.test(name)) continue;
+    const suggestion = name.startsWith('AMBIENT_') ? closest(name, known) : nearMiss(name, known);
+    if (suggestion === undefined) continue;
+    options.warn?.(`${name} is not a setting of ambient-fhir and is ignored; the closest known name is ${suggestion}`);
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   if (publicUrlNote) options.inform?.(publicUrlNote);
@@ -214,6 +214,26 @@ function closest(name: string, known: ReadonlySet<string>): string {
     if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
   }
   return best;
+}
+
+/**
+ * A known unprefixed name (DATABASE_URL, LOG_LEVEL, ...) that an unknown name almost spells: the same
+ * letters but for case and separators (`LOGLEVEL`, `database_url`), or at most two edits away
+ * (`DATABSE_URL`). Only names with a separator qualify: PORT and HOST are too short to guess at, and
+ * the rest of a shared environment (HOME, PATH, SSL_CERT_FILE) must not draw warnings.
+ */
+function nearMiss(name: string, known: ReadonlySet<string>): string | undefined {
+  const squeezed = squeeze(name);
+  for (const candidate of [...known].sort()) {
+    if (candidate.startsWith('AMBIENT_') || !candidate.includes('_')) continue;
+    if (squeeze(candidate) === squeezed) return candidate;
+    if (Math.abs(candidate.length - name.length) <= 2 && levenshtein(name, candidate) <= 2) return candidate;
+  }
+  return undefined;
+}
+
+function squeeze(name: string): string {
+  return name.toUpperCase().replace(/[^A-Z0-9]/g, '');
 }
 
 export function levenshtein(a: string, b: string): number {

@@ -251,6 +251,19 @@ describe('start-up failures: one line, exit 1', () => {
   });
 });
 
+describe('a misspelt DATABASE_URL', () => {
+  it('is warned about by the account commands, which name the database they used instead', async () => {
+    const url = sqliteUrl();
+    const result = await cli(['account', 'list'], { DATABASE_URL: url, DATABSE_URL: 'sqlite:/elsewhere.db' });
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim()).toBe('[]');
+    expect(result.stderr.trimEnd().split('\n')).toEqual([
+      'warning: DATABSE_URL is not a setting of ambient-fhir and is ignored; the closest known name is DATABASE_URL',
+      `database: ${url} (created now: there was none at this path)`,
+    ]);
+  });
+});
+
 describe('import progress off a terminal', () => {
   it('prints progress lines (files, count, rate) on a pipe, and the summary on stdout', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ambient-cli-progress-'));

@@ -20,7 +20,7 @@
 //       is history of the present illness; in another system, review of systems;
 //   D6  pleasantries ("Hi.", "I'm Dr. Hassan.", "Got it, thanks.") and announcements ("Let me take a
 //       look.") are left out;
-//   D7  when nothing is the chief complaint, the patient's first history sentence is.
+//   D7  when nothing is the chief complaint, the first history sentence no clinician said is.
 import { BARE_ANSWER, isHistory, isPleasantry, matchRule, RULES_WITHOUT_COMPLAINT, systemsOf } from './rules.js';
 import type { Category } from './rules.js';
 import { isQuestion, parseTranscript } from './transcript.js';
@@ -147,7 +147,8 @@ export function classifyTranscripts(transcripts: readonly string[]): ClassifiedS
     }
   }
   if (!state.complaint) {
-    const first = out.find((s) => s.category === 'hpi' && !clinicianSide(s.role) && !isQuestion(s.sentence));
+    // An unlabelled speaker may be the patient here: dictated or undiarized text has a complaint too.
+    const first = out.find((s) => s.category === 'hpi' && s.role !== 'clinician' && !isQuestion(s.sentence));
     if (first) first.category = 'chief_complaint'; // D7
   }
   return out;

@@ -247,6 +247,12 @@ describe('categories (C1, C4) and the dialogue (D1-D7)', () => {
   it('makes the first history sentence the chief complaint when nobody asked (D7)', () => {
     const classified = classifyTranscripts(['Patient: My knee hurts. It swelled up after a run.']);
     expect(classified.map((s) => s.category)).toEqual(['chief_complaint', 'hpi']);
+    // Unlabelled text too.
+    expect(categories('My knee hurts. It swelled up after a run. Exam shows an effusion.')).toEqual([
+      ['chief_complaint', 'My knee hurts.'],
+      ['hpi', 'It swelled up after a run.'],
+      ['exam', 'Exam shows an effusion.'],
+    ]);
   });
 
   it('reads unpunctuated speech: questions by their first word, speakers by who asks (T3, T5)', () => {

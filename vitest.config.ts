@@ -20,6 +20,7 @@ const PROCESS_PAIR_SUITES = [
   'test/fhir-bad-input.int.test.ts',
   'test/referential-integrity.int.test.ts',
   'test/scribe.int.test.ts',
+  'test/scribe-retry.int.test.ts',
   'src/search/search-http.int.test.ts',
   'test/fhir-binary.int.test.ts',
   'test/fhir-compartments.int.test.ts',

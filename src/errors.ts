@@ -63,6 +63,7 @@ export const ERROR_CATALOG = {
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
   'login-locked': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
   'scribe-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'scribe-not-failed': { status: 409, issueType: 'conflict', oauthError: 'invalid_request' },
   'unknown-template': { status: 400, issueType: 'not-found', oauthError: 'invalid_request' },
   'speech-to-text-unavailable': { status: 400, issueType: 'not-supported', oauthError: 'invalid_request' },
   'export-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },

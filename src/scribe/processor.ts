@@ -57,6 +57,8 @@ export class ScribeProcessor {
       }
       progress.audioTranscripts = transcribed;
       await queue.saveProgress(job, progress);
+      // The transcripts are saved: the audio is no longer needed (nor kept, were the record to fail later).
+      if (audio.length > 0) await records.dropAudio(record.id);
     }
     const transcripts = [...record.transcripts, ...progress.audioTranscripts];
 

@@ -8,7 +8,8 @@
 //   - a process that dies leaves its jobs `running` with a lease that expires: any process then takes them
 //     over (the attempt counts). A process that shuts down gives its jobs back at once (it does not count);
 //   - a failed attempt is retried after retryBaseMs, 2×, 4×, ... (at most 5 minutes); after maxAttempts,
-//     or at once for a permanent error, the job and its record end FAILED with the reason.
+//     or at once for a permanent error, the job and its record end FAILED with the reason. A client may
+//     retry a FAILED record: its job is queued again (requeueFailedJob), in the record's transaction.
 import { cleanReason } from '../storage/stored-text.js';
 import { randomUUID } from 'node:crypto';
 import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
@@ -57,6 +58,20 @@ export async function enqueueJob(tx: SqlExecutor, recordId: number, now: number)
     `INSERT INTO scribe_job (record_id, state, attempts, run_after, created_at, updated_at) VALUES (?, 'queued', 0, ?, ?, ?)`,
     [recordId, now, now, now],
   );
+}
+
+/**
+ * Queues the failed job of a record again (inside the retry's transaction): due now, with all its attempts
+ * ahead of it, and its progress kept, so that what earlier attempts finished is not done again.
+ */
+export async function requeueFailedJob(tx: SqlExecutor, recordId: number, now: number): Promise<void> {
+  const changed = await tx.execute(
+    `UPDATE scribe_job SET state = 'queued', attempts = 0, run_after = ?, lease_token = NULL, lease_expires = NULL, last_error = NULL, updated_at = ?
+      WHERE record_id = ? AND state = 'failed'`,
+    [now, now, recordId],
+  );
+  // A FAILED record's job failed in the same transaction (fail() below): anything else is a damaged queue.
+  if (changed !== 1) throw new Error(`scribe record ${recordId} is FAILED but its job is not`);
 }
 
 function emptyProgress(): JobProgress {

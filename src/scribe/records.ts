@@ -1,10 +1,11 @@
 // Scribe records: the one place that reads and writes `scribe_record` and `scribe_audio`. A record is
 // created together with its job (one transaction, so no record is ever without a job); the job processor
-// completes or fails it, again together with its job (queue.ts).
+// completes or fails it, again together with its job (queue.ts); a retry puts a FAILED record and its job
+// back in progress, again in one transaction.
 import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import type { AudioInput, NoteSection } from './engines/engine.js';
 import type { Submission } from './input.js';
-import { enqueueJob } from './queue.js';
+import { enqueueJob, requeueFailedJob } from './queue.js';
 
 export type ScribeStatus = 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
 
@@ -96,6 +97,11 @@ export function recordJson(record: ScribeRecord): Record<string, unknown> {
     error: record.error,
   };
 }
+
+export type RetryOutcome =
+  | { readonly outcome: 'retried'; readonly record: ScribeRecord }
+  | { readonly outcome: 'not-failed'; readonly status: ScribeStatus }
+  | { readonly outcome: 'not-found' };
 
 export interface RecordPage {
   readonly records: ScribeRecord[];
@@ -207,6 +213,39 @@ export class ScribeRecords {
     };
   }
 
+  /**
+   * Puts a FAILED record of this account back IN_PROGRESS (its error and completed_at cleared) and queues its
+   * job again, in one transaction. One conditional UPDATE decides: of two concurrent retries exactly one
+   * changes the row (PostgreSQL re-checks the WHERE after waiting for the other's update, SQLite serialises
+   * writers), so the other sees the record IN_PROGRESS. Another account's record is as absent as one that
+   * never existed.
+   */
+  async retry(id: number, accountId: string): Promise<RetryOutcome> {
+    if (!Number.isSafeInteger(id)) return { outcome: 'not-found' };
+    const now = this.clock();
+    return this.db.transaction(async (tx): Promise<RetryOutcome> => {
+      const [row] = await tx.query<RecordRow>(
+        `UPDATE scribe_record SET status = 'IN_PROGRESS', completed_at = NULL, error = NULL
+          WHERE id = ? AND account_id = ? AND status = 'FAILED' RETURNING ${COLUMNS}`,
+        [id, accountId],
+      );
+      if (!row) {
+        const [current] = await tx.query<{ status: ScribeStatus }>(
+          'SELECT status FROM scribe_record WHERE id = ? AND account_id = ?',
+          [id, accountId],
+        );
+        return current ? { outcome: 'not-failed', status: current.status } : { outcome: 'not-found' };
+      }
+      await requeueFailedJob(tx, id, now.getTime());
+      return { outcome: 'retried', record: fromRow(row) };
+    });
+  }
+
+  /** Deletes the record's audio once its transcripts are saved in the job's progress. */
+  async dropAudio(recordId: number): Promise<void> {
+    await this.db.execute('DELETE FROM scribe_audio WHERE record_id = ?', [recordId]);
+  }
+
   /** The record's audio files, in upload order (none once they have been transcribed). */
   async audio(recordId: number): Promise<AudioInput[]> {
     const rows = await this.db.query<{ filename: string; content_type: string; data: string }>(
@@ -234,12 +273,14 @@ export async function markCompleted(
   await tx.execute('DELETE FROM scribe_audio WHERE record_id = ?', [recordId]);
 }
 
-/** Inside the job's failing transaction: FAILED with the reason; the audio is not kept. */
+/**
+ * Inside the job's failing transaction: FAILED with the reason. Audio not yet transcribed is kept, so that a
+ * retry can transcribe it (transcribed audio was deleted when its transcripts were saved).
+ */
 export async function markFailed(tx: SqlExecutor, recordId: number, error: string, failedAt: string): Promise<void> {
   await tx.execute(`UPDATE scribe_record SET status = 'FAILED', completed_at = ?, error = ? WHERE id = ?`, [
     failedAt,
     error,
     recordId,
   ]);
-  await tx.execute('DELETE FROM scribe_audio WHERE record_id = ?', [recordId]);
 }

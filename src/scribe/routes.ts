@@ -1,6 +1,7 @@
 // The scribe records API (docs/api.md "Scribe"), as one encapsulated Fastify plugin: the routes, their
 // body parsers (multipart lives only here), and the worker pool, started when the app is ready and stopped
 // (its jobs given back to the queue) when it closes. Errors have the OAuth shape, as on every /v1/ path.
+// A FAILED record can be retried: POST /scribe/{id}/retry queues its job again.
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { auditAccess } from '../auth/audit.js';
@@ -351,14 +352,43 @@ function recordRoutes(app: FastifyInstance, ctx: ScribeContext): void {
     { onRequest: ctx.guard('scribe.read'), schema: { response: { 200: recordSchema } } },
     async (request, reply) => {
       const { scribe_id: raw } = request.params as { scribe_id: string };
-      // Unknown, malformed and other accounts' ids all get the same 404: nothing tells them apart.
-      const id = /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
+      const id = recordIdOf(raw);
       const record = Number.isSafeInteger(id)
         ? await ctx.records.getOwned(id, ctx.principal(request).accountId)
         : undefined;
       if (!record) throw new AppError('scribe-not-found', `No scribe record ${raw}`);
       auditAccess(request, { interaction: 'scribe.read', ids: [String(record.id)] });
       return reply.send(recordJson(record));
+    },
+  );
+}
+
+/** The record id of a path, or NaN: unknown, malformed and other accounts' ids all get the same 404. */
+function recordIdOf(raw: string): number {
+  return /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
+}
+
+/** POST a record's retry: a FAILED record of the caller back IN_PROGRESS, its job queued again (202). */
+function retryRoute(app: FastifyInstance, ctx: ScribeContext): void {
+  app.post(
+    `${SCRIBE_PATH}/:scribe_id/retry`,
+    { onRequest: ctx.guard('scribe.write'), schema: { response: { 202: recordSchema } } },
+    async (request, reply) => {
+      const { scribe_id: raw } = request.params as { scribe_id: string };
+      const result = await ctx.records.retry(recordIdOf(raw), ctx.principal(request).accountId);
+      if (result.outcome === 'not-found') throw new AppError('scribe-not-found', `No scribe record ${raw}`);
+      if (result.outcome === 'not-failed') {
+        throw new AppError(
+          'scribe-not-failed',
+          `Scribe record ${raw} is ${result.status}: only a FAILED record can be retried`,
+        );
+      }
+      ctx.pool.wake();
+      auditAccess(request, { interaction: 'scribe.retry', ids: [String(result.record.id)] });
+      return reply
+        .code(202)
+        .header('Location', `${ctx.config.publicUrl}${SCRIBE_PATH}/${result.record.id}`)
+        .send(recordJson(result.record));
     },
   );
 }
@@ -389,7 +419,7 @@ function templateRoutes(app: FastifyInstance, ctx: ScribeContext): void {
 
 /** 405 with Allow for the methods a path does not serve. */
 function methodsNotAllowed(app: FastifyInstance): void {
-  const notAllowed = (url: string, allow: string, methods: ('POST' | 'PUT' | 'PATCH' | 'DELETE')[]) =>
+  const notAllowed = (url: string, allow: string, methods: ('GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE')[]) =>
     app.route({
       method: methods,
       url,
@@ -401,6 +431,7 @@ function methodsNotAllowed(app: FastifyInstance): void {
     });
   notAllowed(SCRIBE_PATH, 'GET, POST', ['PUT', 'PATCH', 'DELETE']);
   notAllowed(`${SCRIBE_PATH}/:scribe_id`, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
+  notAllowed(`${SCRIBE_PATH}/:scribe_id/retry`, 'POST', ['GET', 'PUT', 'PATCH', 'DELETE']);
   notAllowed(TEMPLATES_PATH, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
   notAllowed(`${TEMPLATES_PATH}/:template_id`, 'GET', ['POST', 'PUT', 'PATCH', 'DELETE']);
 }
@@ -426,6 +457,7 @@ export async function scribeRoutes(app: FastifyInstance, options: ScribeRoutesOp
   const ctx: ScribeContext = { services, config, engines, templates, records, pool, guard, principal };
   submitRoute(app, ctx);
   recordRoutes(app, ctx);
+  retryRoute(app, ctx);
   templateRoutes(app, ctx);
   methodsNotAllowed(app);
 }

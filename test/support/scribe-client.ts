@@ -28,6 +28,8 @@ export interface ScribeClient {
   submit(body: Record<string, unknown>): Promise<Reply>;
   submitForm(fields: [string, FormValue][]): Promise<Reply>;
   get(id: number | string): Promise<Reply>;
+  /** POST /scribe/{id}/retry, without a body. */
+  retry(id: number | string): Promise<Reply>;
   list(query?: string): Promise<Reply>;
   /** Polls the record until it is no longer IN_PROGRESS. */
   finished(id: number, timeoutMs?: number): Promise<Record<string, any>>;
@@ -42,6 +44,7 @@ export function scribeClient(app: Injector, token: string): ScribeClient {
       return http.post(SCRIBE, payload, headers);
     },
     get: (id) => http.get(`${SCRIBE}/${id}`),
+    retry: (id) => http.post(`${SCRIBE}/${id}/retry`),
     list: (query = '') => http.get(`${SCRIBE}${query}`),
     async finished(id, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;

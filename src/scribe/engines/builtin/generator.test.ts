@@ -1,9 +1,11 @@
-// The built-in generator's documented rules (transcript.ts T1-T4, rules.ts C1 and S1-S3, generator.ts C2-C6).
+// The built-in generator's documented rules (transcript.ts T1-T5, rules.ts C1, C4 and S1-S3, dialogue.ts D1-D7).
 import { describe, expect, it } from 'vitest';
 import { BUILTIN_TEMPLATES } from '../../builtin-templates.js';
 import type { ScribeTemplate } from '../../templates.js';
-import { BuiltinNoteGenerator, classifyTranscripts, EMPTY_SECTION_TEXT } from './generator.js';
-import { assignSections, classify, sectionCategories } from './rules.js';
+import { classifyTranscripts } from './dialogue.js';
+import { BuiltinNoteGenerator, EMPTY_SECTION_TEXT } from './generator.js';
+import { assignSections, classify, isPleasantry, sectionCategories } from './rules.js';
+import { loadVisits, transcriptOf } from '../../../../test/support/scribe-visits.js';
 import { parseTranscript, roleOf, splitSentences } from './transcript.js';
 
 const builtin = (id: number): ScribeTemplate => ({ id, ...BUILTIN_TEMPLATES.get(id)!, builtin: true, updatedAt: null });
@@ -82,11 +84,16 @@ describe('transcript (T1-T4)', () => {
   });
 });
 
-describe('categories (C1-C6)', () => {
+/** The category of each sentence of these transcripts, `-` for a sentence the note leaves out. */
+const categories = (...transcripts: string[]) =>
+  classifyTranscripts(transcripts).map((s) => [s.category ?? '-', s.sentence]);
+
+describe('categories (C1, C4) and the dialogue (D1-D7)', () => {
   it('assigns each sentence by the documented rules, questions and answers together', () => {
-    const classified = classifyTranscripts([VISIT]).map((s) => [s.category, s.sentence]);
-    expect(classified).toEqual([
+    expect(categories(VISIT)).toEqual([
+      ['-', 'Good morning, Ms. Rivera.'],
       ['chief_complaint', 'What brings you in today?'],
+      ['-', 'Hi doctor.'],
       ['chief_complaint', "I've had a bad cough for about two weeks."],
       ['hpi', 'It gets worse at night.'],
       ['ros', 'Any fever or chills?'],
@@ -99,11 +106,12 @@ describe('categories (C1-C6)', () => {
       ['social', 'No, never.'],
       ['family', 'Does anyone in your family have lung disease?'],
       ['family', 'My father had asthma.'],
-      ['exam', 'Let me listen to your lungs.'],
+      ['-', 'Let me listen to your lungs.'],
       ['exam', 'Your temperature is 98.6 and your lungs are clear to auscultation.'],
       ['results', 'Your chest x-ray from last week came back normal.'],
       ['assessment', 'This looks like a post-viral cough.'],
       ['plan', "I'll prescribe benzonatate and we'll follow up in two weeks if it is not better."],
+      ['-', 'Thank you.'],
     ]);
   });
 
@@ -114,23 +122,186 @@ describe('categories (C1-C6)', () => {
     expect(classify("I'll try to rest more.", 'patient')).toBeUndefined();
   });
 
-  it('makes the first history sentence the chief complaint when nobody asked (C6)', () => {
-    const classified = classifyTranscripts(['Patient: My knee hurts. It swelled up after a run.']);
-    expect(classified.map((s) => s.category)).toEqual(['chief_complaint', 'hpi']);
+  it('takes a named reason for the visit, or the first answer that is not a pleasantry, for the chief complaint (D1)', () => {
+    expect(categories('Doctor: What can I do for you?\nPatient: Morning. My knee hurts. It swelled up.')).toEqual([
+      ['chief_complaint', 'What can I do for you?'],
+      ['-', 'Morning.'],
+      ['chief_complaint', 'My knee hurts.'],
+      ['hpi', 'It swelled up.'],
+    ]);
+    // Vitals first do not hide it, and a "yes" confirms it.
+    expect(
+      categories(
+        'Nurse: Blood pressure is 150 over 90.\nDoctor: We are following up on your blood pressure, is that right?\nPatient: Yes. I check it at home.',
+      ).map(([category]) => category),
+    ).toEqual(['exam', 'chief_complaint', 'chief_complaint', 'hpi']);
   });
 
-  it('leaves pleasantries out and files other unmatched talk as history (C4, C5)', () => {
-    const classified = classifyTranscripts([
-      'Doctor: Hello! How are you?\nPatient: Okay, thanks. My daughter drove me here.',
+  it("gives an answer its question's category, but not allergies or family history it names (D2)", () => {
+    expect(
+      categories(
+        'Doctor: Has she had ear infections before?\nMother: One last winter. Otherwise healthy. Her brother has asthma.',
+      ),
+    ).toEqual([
+      ['pmh', 'Has she had ear infections before?'],
+      ['pmh', 'One last winter.'],
+      ['pmh', 'Otherwise healthy.'],
+      ['family', 'Her brother has asthma.'],
     ]);
-    expect(classified.map((s) => [s.category, s.sentence])).toEqual([
+    // A patient's question is answered by the clinician's first sentence.
+    expect(
+      categories(
+        'Doctor: This is a sprain. Wrap it.\nPatient: When can I run again?\nDoctor: Probably in three weeks.',
+      ),
+    ).toEqual([
+      ['assessment', 'This is a sprain.'],
+      ['plan', 'Wrap it.'],
+      ['plan', 'When can I run again?'],
+      ['plan', 'Probably in three weeks.'],
+    ]);
+  });
+
+  it('follows the phase of the visit: findings, assessment and plan sentences without a cue of their own (D3)', () => {
+    expect(
+      categories(
+        'Doctor: Let me look at your ankle. There is swelling over the outside. The bone is fine. No bruising.\n' +
+          'Doctor: This is a sprain of the ankle. Ice it twice a day. Ibuprofen 400 mg will help with the swelling.',
+      ),
+    ).toEqual([
+      ['-', 'Let me look at your ankle.'],
+      ['exam', 'There is swelling over the outside.'],
+      ['exam', 'The bone is fine.'],
+      ['exam', 'No bruising.'],
+      ['assessment', 'This is a sprain of the ankle.'],
+      ['plan', 'Ice it twice a day.'],
+      ['plan', 'Ibuprofen 400 mg will help with the swelling.'],
+    ]);
+  });
+
+  it("files a patient's questions during the plan with it and leaves out remarks there (D4)", () => {
+    expect(
+      categories(
+        "Doctor: I'll prescribe amoxicillin for ten days.\nPatient: Can she go to school tomorrow?\nDoctor: After a day without fever.\nPatient: That's a relief.",
+      ),
+    ).toEqual([
+      ['plan', "I'll prescribe amoxicillin for ten days."],
+      ['plan', 'Can she go to school tomorrow?'],
+      ['plan', 'After a day without fever.'],
+      ['-', "That's a relief."],
+    ]);
+  });
+
+  it("files symptoms of the complaint's body system under the present illness, of others under review of systems (D5)", () => {
+    const classified = categories(
+      'Doctor: What brings you in?\nPatient: It burns when I pee.\nDoctor: Any blood in your urine?\nPatient: No.\nDoctor: Any fever or vomiting?\nPatient: No.',
+    );
+    expect(classified.map(([category]) => category)).toEqual([
+      'chief_complaint',
+      'chief_complaint',
+      'hpi',
+      'hpi',
+      'ros',
+      'ros',
+    ]);
+  });
+
+  it('leaves pleasantries and announcements out (D6) and files other unmatched talk as history', () => {
+    expect(
+      categories(
+        "Doctor: Hello! How are you? I'm Dr. Lee.\nPatient: Okay, thanks. My daughter drove me here.\nDoctor: Okay, let me take a look.",
+      ),
+    ).toEqual([
+      ['-', 'Hello!'],
+      ['-', 'How are you?'],
+      ['-', "I'm Dr. Lee."],
+      ['-', 'Okay, thanks.'],
       ['chief_complaint', 'My daughter drove me here.'],
+      ['-', 'Okay, let me take a look.'],
+    ]);
+    expect(isPleasantry("I'm pregnant.")).toBe(false);
+  });
+
+  it('tells pleasantries from content by their words and by names (C4)', () => {
+    for (const pleasantry of [
+      'Come on in.',
+      'Good morning, Mr. Okafor.',
+      "Hi, I'm Jordan, one of the assistants here.",
+    ]) {
+      expect(isPleasantry(pleasantry)).toBe(true);
+    }
+    for (const content of ['Morning sickness.', "I'm pregnant.", 'No fever.', 'Okay, it started Monday.']) {
+      expect(isPleasantry(content)).toBe(false);
+    }
+    expect(classify('I think you should take ibuprofen.', 'clinician')).toBe('plan');
+    // "Let me see." is not an announcement: the history goes on.
+    expect(
+      categories('Doctor: Let me see. Which knee?\nPatient: The left.', 'Patient: I am here for knee pain.'),
+    ).toEqual([
+      ['hpi', 'Let me see.'],
+      ['hpi', 'Which knee?'],
+      ['hpi', 'The left.'],
+      ['chief_complaint', 'I am here for knee pain.'],
+    ]);
+  });
+
+  it('makes the first history sentence the chief complaint when nobody asked (D7)', () => {
+    const classified = classifyTranscripts(['Patient: My knee hurts. It swelled up after a run.']);
+    expect(classified.map((s) => s.category)).toEqual(['chief_complaint', 'hpi']);
+    // Unlabelled text too.
+    expect(categories('My knee hurts. It swelled up after a run. Exam shows an effusion.')).toEqual([
+      ['chief_complaint', 'My knee hurts.'],
+      ['hpi', 'It swelled up after a run.'],
+      ['exam', 'Exam shows an effusion.'],
+    ]);
+  });
+
+  it('reads unpunctuated speech: questions by their first word, speakers by who asks (T3, T5)', () => {
+    expect(
+      categories(
+        'speaker 1: so what brings you in\nspeaker 2: my back hurts\nspeaker 1: any numbness in your legs\nspeaker 2: no',
+      ),
+    ).toEqual([
+      ['chief_complaint', 'so what brings you in'],
+      ['chief_complaint', 'my back hurts'],
+      ['ros', 'any numbness in your legs'],
+      ['ros', 'no'],
     ]);
   });
 
   it('keeps the order of several transcripts and does not carry a question across them', () => {
-    const classified = classifyTranscripts(['Doctor: Any allergies?', 'Patient: No.']);
-    expect(classified.map((s) => s.category)).toEqual(['allergies']);
+    expect(categories('Doctor: Any allergies?', 'Patient: No.')).toEqual([
+      ['allergies', 'Any allergies?'],
+      ['-', 'No.'],
+    ]);
+  });
+});
+
+describe('bounded work', () => {
+  it('splits and classifies megabytes of one endless sentence, or of one run of stops', () => {
+    const words = 'the test came back and the knee is tender and I will refer you '.repeat(40_000);
+    const classified = classifyTranscripts([`Doctor: ${words}`, `Patient: ${'!'.repeat(2_000_000)}x`]);
+    expect(classified).toHaveLength(2);
+    expect(classified[0].sentence.length).toBe(words.trim().length);
+    expect(splitSentences(`${'?'.repeat(2_000_000)} Next.`)).toEqual(['?'.repeat(2_000_000), 'Next.']);
+  });
+});
+
+describe('the knee-pain history and physical of the issue', () => {
+  it('files the complaint, the treatment and the plan where a clinician would', async () => {
+    const [knee] = loadVisits();
+    const note = await sectionsOf(2, [transcriptOf(knee)]);
+    expect(note['Chief Complaint']).toBe(
+      'Doctor: What brings you in today?\nPatient: My right knee has been bothering me for about three weeks.',
+    );
+    expect(note['Review of Systems']).toBe(
+      'Doctor: Any fevers, or pain in other joints?\nPatient: No, nothing like that.',
+    );
+    expect(note.Medications).toBe(
+      'Doctor: What do you take for those?\nPatient: Amlodipine 5 milligrams and atorvastatin 20 at night.',
+    );
+    expect(note.Plan).toContain('Switch the ibuprofen to naproxen 500 milligrams twice a day with food');
+    expect(note.Plan).toContain("we'll get an MRI and I'll refer you to orthopedics.");
+    expect(note['Physical Examination']).toContain("There's a small effusion in the right knee.");
   });
 });
 
@@ -166,7 +337,7 @@ describe('BuiltinNoteGenerator', () => {
       'Patient: No.',
     ]);
     expect(note.Objective).toBe(
-      'Doctor: Let me listen to your lungs. Your temperature is 98.6 and your lungs are clear to auscultation.\nDoctor: Your chest x-ray from last week came back normal.',
+      'Doctor: Your temperature is 98.6 and your lungs are clear to auscultation.\nDoctor: Your chest x-ray from last week came back normal.',
     );
     expect(note.Assessment).toBe('Doctor: This looks like a post-viral cough.');
     expect(note.Plan).toContain("I'll prescribe benzonatate");

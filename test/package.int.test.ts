@@ -85,13 +85,17 @@ interface Packed {
 }
 
 describe.skipIf(!FULL)('npm pack, then npm install -g of the tarball', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'ambient-package-'));
-  const prefix = join(dir, 'prefix');
-  const command = join(prefix, 'bin', 'ambient-fhir');
-  const installed = join(prefix, 'lib', 'node_modules', 'ambient-fhir');
+  let dir: string;
+  let prefix: string;
+  let command: string;
+  let installed: string;
   let packed: Packed;
 
   beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ambient-package-'));
+    prefix = join(dir, 'prefix');
+    command = join(prefix, 'bin', 'ambient-fhir');
+    installed = join(prefix, 'lib', 'node_modules', 'ambient-fhir');
     const clone = join(dir, 'clone');
     cpSync(ROOT, clone, { recursive: true, filter: inAClone });
     symlinkSync(realpathSync(join(ROOT, 'node_modules')), join(clone, 'node_modules'));
@@ -108,7 +112,7 @@ describe.skipIf(!FULL)('npm pack, then npm install -g of the tarball', () => {
     expect(install.code, install.stderr).toBe(0);
   }, 900_000);
 
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  afterAll(() => dir && rmSync(dir, { recursive: true, force: true }));
 
   it('packs the compiled server, the R4 definitions and the extension source: no TypeScript, tests or source maps', () => {
     const paths = packed.files.map((f) => f.path);

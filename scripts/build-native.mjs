@@ -1,4 +1,5 @@
-// Builds native/sqlite-interrupt.c into generated/ (part of `npm run build`, so `npm install` runs it).
+// Builds native/sqlite-interrupt.c into generated/: part of `npm run build`, and the package's install
+// script, so that `npm install` in a checkout and `npm install -g` of the package (docs/deploy.md) build it.
 // The extension lets the SQLite search pool stop a statement at its time budget (see
 // src/storage/sqlite/read-pool.ts), and the writer's watchdog stop a statement of the writer
 // (src/storage/sqlite/writer-watchdog.ts). It compiles against the SQLite headers better-sqlite3 ships, with

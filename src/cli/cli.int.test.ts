@@ -140,6 +140,16 @@ describe('--help', () => {
     }
   });
 
+  it('--version and -v print the version of package.json alone on stdout with exit 0, starting nothing', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    for (const flag of ['--version', '-v']) {
+      const result = await inProcess([flag], { DATABASE_URL: UNREACHABLE_POSTGRES });
+      expect(result).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    }
+    expect((await inProcess(['--help'])).stdout).toContain('ambient-fhir --version');
+  });
+
   it('as a process: help on stdout with exit 0 (serve --help does not start a server), wrong use on stderr with 2', async () => {
     const top = await cli(['--help']);
     expect(top.code).toBe(0);

@@ -3,12 +3,13 @@ import type { CliIo, Command } from './command.js';
 import { processIo, StartupError, UsageError } from './command.js';
 import { createCommands } from './commands.js';
 import { oneLine } from './failures.js';
+import { VERSION } from '../version.js';
 
 function overview(commands: Readonly<Record<string, Command>>): string {
   const list = Object.entries(commands)
     .map(([n, c]) => `  ${n.padEnd(10)} ${c.summary}`)
     .join('\n');
-  return `Usage: ambient-fhir <command> [--help]\n\n${list}\n\n"ambient-fhir <command> --help" explains a command. Exit codes: 0 done, 1 refused or failed, 2 wrong usage.\n`;
+  return `Usage: ambient-fhir <command> [--help]\n       ambient-fhir --version\n\n${list}\n\n"ambient-fhir <command> --help" explains a command. Exit codes: 0 done, 1 refused or failed, 2 wrong usage.\n`;
 }
 
 /**
@@ -21,6 +22,11 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
   if (name === undefined) {
     io.stderr.write(`ambient-fhir needs a command\n\n${overview(commands)}`);
     return 2;
+  }
+  if (name === '--version' || name === '-v') {
+    // The package's version, as GET /fhir/metadata gives it in software.version.
+    io.stdout.write(`${VERSION}\n`);
+    return 0;
   }
   if (name === '--help' || name === '-h' || name === 'help') {
     const about = args[0] !== undefined && Object.hasOwn(commands, args[0]) ? commands[args[0]] : undefined;

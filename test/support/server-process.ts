@@ -1,4 +1,5 @@
-// A real `serve` process (from source, through tsx), for tests that must kill or restart the server.
+// A real `serve` process (from source, through tsx, or another command such as an installed
+// `ambient-fhir`), for tests that must kill or restart the server.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -14,9 +15,20 @@ export interface ServerProcess {
   output(): string;
 }
 
-export async function startServerProcess(env: Record<string, string>, args: string[] = []): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', ...args], {
-    cwd: REPO_ROOT,
+export interface ServerCommand {
+  /** The program and its arguments before `serve`; default: this checkout's source through tsx. */
+  readonly command?: readonly [string, ...string[]];
+  /** The working directory; default: the checkout. */
+  readonly cwd?: string;
+}
+
+export async function startServerProcess(
+  env: Record<string, string>,
+  args: string[] = [],
+  { command = [process.execPath, '--import', 'tsx', 'src/main.ts'], cwd = REPO_ROOT }: ServerCommand = {},
+): Promise<ServerProcess> {
+  const child = spawn(command[0], [...command.slice(1), 'serve', ...args], {
+    cwd,
     env: { ...process.env, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

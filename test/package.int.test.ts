@@ -124,11 +124,12 @@ describe.skipIf(!FULL)('npm pack, then npm install -g of the tarball', () => {
       'native/sqlite-interrupt.c',
       'scripts/build-native.mjs',
       'README.md',
+      'LICENSE',
       'docs/deploy.md',
     ]) {
       expect(paths).toContain(path);
     }
-    const top = ['bin/', 'dist/', 'docs/', 'generated/', 'native/', 'scripts/', 'README.md', 'package.json'];
+    const top = ['bin/', 'dist/', 'docs/', 'generated/', 'native/', 'scripts/', 'README.md', 'LICENSE', 'package.json'];
     expect(paths.filter((p) => !top.some((t) => p.startsWith(t)))).toEqual([]);
     expect(paths.filter((p) => /\.ts$|\.map$|\.test\.|^src\/|^test\//.test(p))).toEqual([]);
     // Small: every test fixture (8 MB) stays out.

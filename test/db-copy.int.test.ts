@@ -14,7 +14,9 @@ import { addSigningKey } from '../src/auth/signing-keys.js';
 import { runCli } from '../src/cli/main.js';
 import { createTemplateCommand } from '../src/cli/template.js';
 import { loadConfig } from '../src/config.js';
+import { targetRefusal } from '../src/storage/copy/copy-database.js';
 import { COPIED_TABLES } from '../src/storage/copy/tables.js';
+import { migrate } from '../src/storage/migrate.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import { BulkClient } from './support/bulk-export-client.js';
 import { cliProcess } from './support/cli-process.js';
@@ -199,7 +201,9 @@ describe.each(BACKENDS)('db copy from %s into an empty PostgreSQL database', (ba
     expect(copied.stdout).toMatch(
       /^Copied \d+ rows of \d+ tables \(\d+ resources\) in [0-9.]+ s \(\d+ resources\/s\); every count and checksum agrees\.$/m,
     );
-    expect(copied.stdout).toMatch(/^Not copied: export_job: .*kick exports off again/m);
+    expect(copied.stdout).toMatch(
+      /^Not copied: export_job \(Bulk Data export jobs: kick exports off again on the new database\)\.$/m,
+    );
     const stderr = copied.stderr.split('\n');
     expect(stderr[0]).toMatch(/^database: (sqlite:\/|postgres:\/\/)/);
     expect(stderr).toContain('copying account: 2/2 rows');
@@ -379,6 +383,38 @@ describe('db copy refuses', () => {
       expect(result.stderr.split('\n')[0], argv.join(' ')).toContain(message);
       expect(result.stderr).toContain('Usage: ambient-fhir db');
       expect(result.stderr).not.toContain('s3cret');
+    }
+  });
+
+  it('a row PostgreSQL cannot hold stops the copy with its reason, and nothing is kept', async () => {
+    const broken = sqliteTestDatabase();
+    const targetDb = await postgresTestDatabase();
+    const db = openDatabase(broken.url);
+    const target = openDatabase(targetDb.url);
+    try {
+      await migrate(db);
+      // Copied before the bad row is reached.
+      await db.execute(
+        `INSERT INTO resource (type, id, version, last_updated, deleted, content) VALUES ('Patient', 'p', 1, 1, 0, '{}')`,
+      );
+      // SQLite takes a NUL in a text; PostgreSQL's text cannot hold one.
+      await db.execute(
+        `INSERT INTO auth_secret (name, secret, created_at) VALUES ('broken', ?, '2024-01-01T00:00:00.000Z')`,
+        ['a\u0000b'],
+      );
+      await db.close();
+      const result = await inProcess(['db', 'copy', '--to', targetDb.url], { DATABASE_URL: broken.url });
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.trimEnd().split('\n').at(-1)).toMatch(
+        /^ambient-fhir db: the copy stopped and nothing was kept in the target: invalid byte sequence for encoding "UTF8": 0x00$/,
+      );
+      expect(await targetRefusal(target)).toBeUndefined();
+      expect(await target.query('SELECT pk FROM resource')).toEqual([]);
+    } finally {
+      await target.close();
+      await targetDb.dispose();
+      await broken.dispose();
     }
   });
 

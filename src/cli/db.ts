@@ -1,17 +1,18 @@
 // `ambient-fhir db copy --to <postgres-url>`: the database DATABASE_URL names, copied whole into an empty
 // PostgreSQL database and verified table by table (storage/copy/copy-database.ts; docs/postgres.md).
 import { redactUrl } from '../config.js';
-import { copyDatabase, targetRefusal } from '../storage/copy/copy-database.js';
+import { copyDatabase, refreshCopiedStatistics, targetRefusal } from '../storage/copy/copy-database.js';
 import type { CopyProgress, CopyReport } from '../storage/copy/copy-database.js';
 import { TABLES_NOT_COPIED } from '../storage/copy/tables.js';
 import { databaseLabel } from '../storage/database-url.js';
 import { migrate } from '../storage/migrate.js';
 import { openDatabase } from '../storage/open-database.js';
+import { DatabaseUnavailableError } from '../storage/sql/database.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { parseCommandArgs } from './arguments.js';
 import type { CliIo, Command } from './command.js';
 import { processIo, StartupError, UsageError } from './command.js';
-import { databaseFailure } from './failures.js';
+import { databaseFailure, reason } from './failures.js';
 import { loadCliConfig, openCliDatabase } from './startup.js';
 import type { CommandHelp } from './usage.js';
 import { answerHelp, usageError } from './usage.js';
@@ -114,15 +115,36 @@ async function copy(io: CliIo, args: string[]): Promise<number> {
     const target = await openTarget(to);
     try {
       io.stderr.write(`copying to ${redactUrl(to)}; not copied: ${Object.keys(TABLES_NOT_COPIED).join(', ')}\n`);
-      const report = await copyDatabase(source, target, { onProgress: progressPrinter(io) });
+      let report: CopyReport;
+      try {
+        report = await copyDatabase(source, target, { onProgress: progressPrinter(io) });
+      } catch (error) {
+        if (io.stderr.isTTY) io.stderr.write('\n');
+        // A connection lost comes wrapped (storage/sql/database.ts): its cause says what happened.
+        const cause = error instanceof DatabaseUnavailableError && error.cause !== undefined ? error.cause : error;
+        throw new StartupError(`the copy stopped and nothing was kept in the target: ${reason(cause)}`);
+      }
       if (io.stderr.isTTY) io.stderr.write('\n');
       io.stdout.write(formatReport(report));
+      if (report.agrees) await refreshStatistics(io, target);
       return summarise(io, report);
     } finally {
       await target.close();
     }
   } finally {
     await source.close();
+  }
+}
+
+/** VACUUM (ANALYZE) of the copy: a failure leaves it to autovacuum (the copy is committed and verified). */
+async function refreshStatistics(io: CliIo, target: SqlDatabase): Promise<void> {
+  io.stderr.write('refreshing the planner statistics of the copy (VACUUM (ANALYZE))\n');
+  try {
+    await refreshCopiedStatistics(target);
+  } catch (error) {
+    io.stderr.write(
+      `warning: VACUUM (ANALYZE) on the copy failed (${reason(error)}); autovacuum will get there, or run it yourself\n`,
+    );
   }
 }
 
@@ -135,7 +157,7 @@ function summarise(io: CliIo, report: CopyReport): number {
       `Copied ${rows} rows of ${report.tables.length} tables (${resources} resources) in ${report.seconds.toFixed(1)} s ` +
         `(${rate} resources/s); every count and checksum agrees.\n` +
         Object.entries(TABLES_NOT_COPIED)
-          .map(([table, why]) => `Not copied: ${table}: ${why}.\n`)
+          .map(([table, why]) => `Not copied: ${table} (${why}).\n`)
           .join(''),
     );
     return 0;

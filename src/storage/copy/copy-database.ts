@@ -112,9 +112,13 @@ export interface CopyReport {
   readonly seconds: number;
 }
 
-export type CopyProgress =
-  | { readonly phase: 'copy'; readonly table: string; readonly rows: number; readonly total: number }
-  | { readonly phase: 'verify'; readonly table: string; readonly rows: number; readonly total: number };
+/** Where the copy stands: `rows` of the `total` of `table` copied, or read back from the target. */
+export interface CopyProgress {
+  readonly phase: 'copy' | 'verify';
+  readonly table: string;
+  readonly rows: number;
+  readonly total: number;
+}
 
 export interface CopyOptions {
   readonly limits?: BatchLimits;
@@ -171,7 +175,8 @@ class CopyDiffers extends Error {
 
 /**
  * Copies every table of COPIED_TABLES from `source` into `target` (migrated, and empty: targetRefusal),
- * then verifies each. The report says whether every table agrees; only then is the copy committed.
+ * then verifies each. The report says whether every table agrees; only then is the copy committed
+ * (refreshCopiedStatistics comes after).
  */
 export async function copyDatabase(
   source: SqlDatabase,
@@ -221,12 +226,17 @@ export async function copyDatabase(
     if (!(error instanceof CopyDiffers)) throw error;
     return { tables: error.tables, agrees: false, seconds: (performance.now() - started) / 1000 };
   }
-  // The planner's statistics, and on PostgreSQL the visibility map, for the first searches.
-  for (const statement of target.dialect.refreshStatistics(
+  return { tables, agrees: true, seconds: (performance.now() - started) / 1000 };
+}
+
+/**
+ * After a copy: the planner's statistics, and on PostgreSQL the visibility map, for the first searches
+ * (run outside any transaction: VACUUM cannot run inside one).
+ */
+export async function refreshCopiedStatistics(target: SqlDatabase): Promise<void> {
+  const statements = target.dialect.refreshStatistics(
     COPIED_TABLES.map((t) => t.name),
     true,
-  )) {
-    await target.execute(statement);
-  }
-  return { tables, agrees: true, seconds: (performance.now() - started) / 1000 };
+  );
+  for (const statement of statements) await target.execute(statement);
 }

@@ -58,9 +58,9 @@ export const COPIED_TABLES: readonly CopiedTable[] = [
 
 /** The tables left out, each with what the operator should know. */
 export const TABLES_NOT_COPIED: Readonly<Record<string, string>> = {
-  export_job: 'Bulk Data export jobs are not copied: kick exports off again on the new database',
-  export_chunk: 'the output of export jobs (on SQLite, files beside the database) goes with its jobs',
+  export_job: 'Bulk Data export jobs: kick exports off again on the new database',
+  export_chunk: 'the output of export jobs (on SQLite, the files beside the database)',
   account_write_position:
-    "positions in the source database's write-ahead log (read-your-writes on replicas), meaningless on another database",
-  schema_migration: 'the target records its own migrations',
+    "positions in the source's write-ahead log, for read-your-writes on replicas: meaningless on another database",
+  schema_migration: "the target's migrations record their own",
 };

@@ -111,6 +111,9 @@ describe('loadConfig', () => {
 
   it('never prints a database password', () => {
     expect(redactUrl('postgres://app:secret@db:5432/fhir')).toBe('postgres://app:***@db:5432/fhir');
+    expect(redactUrl('postgres://app@db/fhir?sslmode=require&password=secret&x=1')).toBe(
+      'postgres://app@db/fhir?sslmode=require&password=***&x=1',
+    );
     let message = '';
     try {
       loadConfig({ DATABASE_URL: 'mysql://app:secret@db/fhir' });

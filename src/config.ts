@@ -487,7 +487,7 @@ function sqliteSynchronous(raw: string | undefined, problems: string[]): 'full' 
   return 'full';
 }
 
-/** Hides the password of a database or Redis URL so it can be logged. */
+/** Hides the password of a database or Redis URL so it can be logged: `user:***@`, and libpq's `password=***`. */
 export function redactUrl(url: string): string {
-  return url.replace(/(\/\/[^:/@]*:)[^@]*@/, '$1***@');
+  return url.replace(/(\/\/[^:/@]*:)[^@]*@/, '$1***@').replace(/([?&]password=)[^&#]*/gi, '$1***');
 }

@@ -1,7 +1,6 @@
 // What an operator meets on the command line: --help everywhere (in-process, every command and verb, then a
 // few real processes), one clear line and a non-zero exit for each start-up failure, unknown AMBIENT_*
 // names, and import's progress lines when its output is a pipe. The processes run the source through tsx.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -10,17 +9,13 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { cliProcess as cli } from '../../test/support/cli-process.js';
+import type { CliResult as Result } from '../../test/support/cli-process.js';
 import { createCommands } from './commands.js';
 import { runCli } from './main.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const UNREACHABLE_POSTGRES = 'postgres://admin:s3cret@127.0.0.1:1/ambient';
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 /** Runs the CLI in-process with its own streams and environment. */
 async function inProcess(argv: string[], env: Record<string, string> = {}): Promise<Result> {
@@ -34,27 +29,6 @@ async function inProcess(argv: string[], env: Record<string, string> = {}): Prom
   };
   const code = await runCli(argv, io);
   return { code, stdout, stderr };
-}
-
-/** Runs `ambient-fhir <argv>` as a process with piped output; the environment holds only what is given. */
-function cli(argv: string[], env: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...argv], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 /** Exactly one line on stderr, no stack trace. */
@@ -84,7 +58,7 @@ describe('--help', () => {
       const result = await inProcess([flag]);
       expect(result.code).toBe(0);
       expect(result.stderr).toBe('');
-      for (const name of ['serve', 'account', 'keys', 'import', 'reindex', 'template']) {
+      for (const name of ['serve', 'account', 'keys', 'import', 'reindex', 'template', 'db']) {
         expect(result.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
       }
     }
@@ -121,6 +95,7 @@ describe('--help', () => {
       [['import', '--progress-every', 'soon', 'x.ndjson'], '--progress-every takes a number of seconds'],
       [['reindex', '--bogus'], 'Usage: ambient-fhir reindex'],
       [['serve', 'extra'], 'Usage: ambient-fhir serve'],
+      [['db', 'copy'], 'Usage: ambient-fhir db copy --to <postgres-url>'],
     ];
     for (const [argv, text] of wrong) {
       const result = await inProcess(argv, { DATABASE_URL: UNREACHABLE_POSTGRES });
@@ -192,6 +167,7 @@ describe('start-up failures: one line, exit 1', () => {
       ['template', ['template', 'list']],
       ['import', ['import', file]],
       ['reindex', ['reindex']],
+      ['db', ['db', 'copy', '--to', 'postgres://127.0.0.1:1/target']],
     ];
     for (const [command, argv] of runs) {
       const result = await cli(argv, { DATABASE_URL: UNREACHABLE_POSTGRES, PORT: '0' });

@@ -1,6 +1,7 @@
 import { createAccountCommand } from './account.js';
 import type { CliIo, Command } from './command.js';
 import { processIo } from './command.js';
+import { createDbCommand } from './db.js';
 import { createImportCommand } from './import.js';
 import { createKeysCommand } from './keys.js';
 import { createReindexCommand } from './reindex.js';
@@ -16,5 +17,6 @@ export function createCommands(io: CliIo = processIo()): Readonly<Record<string,
     import: createImportCommand(io),
     reindex: createReindexCommand(io),
     template: createTemplateCommand(io),
+    db: createDbCommand(io),
   };
 }

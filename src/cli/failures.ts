@@ -78,8 +78,8 @@ export function isDatabaseAccessError(error: unknown): boolean {
   );
 }
 
-/** The database named by DATABASE_URL could not be opened, reached or migrated. */
-export function databaseFailure(databaseUrl: string, failure: unknown): StartupError {
+/** The database named by DATABASE_URL (or by `setting`) could not be opened, reached or migrated. */
+export function databaseFailure(databaseUrl: string, failure: unknown, setting = 'DATABASE_URL'): StartupError {
   // A lost or unreachable PostgreSQL comes wrapped (storage/sql/database.ts): the reason is its cause,
   // or, with none (every host answered, none accepts writes), its own message.
   const unavailable = failure instanceof DatabaseUnavailableError;
@@ -92,7 +92,7 @@ export function databaseFailure(databaseUrl: string, failure: unknown): StartupE
         ? 'connect to'
         : 'open';
   return new StartupError(
-    `cannot ${verb} the database named by DATABASE_URL (${redactUrl(databaseUrl)}): ${reason(error)}`,
+    `cannot ${verb} the database named by ${setting} (${redactUrl(databaseUrl)}): ${reason(error)}`,
   );
 }
 

@@ -2,6 +2,7 @@
 // command reads it, and most never open a database).
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { redactUrl } from '../config.js';
 
 /** `sqlite:./data/ambient.db`, `sqlite:///abs/path.db` or `sqlite::memory:` → the file name better-sqlite3 opens. */
 export function sqliteFileName(databaseUrl: string): string {
@@ -17,7 +18,7 @@ export function sqliteFileName(databaseUrl: string): string {
  */
 export function databaseLabel(databaseUrl: string): { label: string; new: boolean } {
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    return { label: databaseUrl.replace(/(\/\/[^:/@]*:)[^@]*@/, '$1***@'), new: false };
+    return { label: redactUrl(databaseUrl), new: false };
   }
   const file = sqliteFileName(databaseUrl);
   if (file === ':memory:') return { label: 'sqlite::memory:', new: true };

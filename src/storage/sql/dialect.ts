@@ -153,6 +153,22 @@ export interface Dialect {
         stopped(error: unknown): boolean;
       }
     | undefined;
+
+  // --- Added by `db copy` (storage/copy/) ---
+
+  /** A statement listing the tables of the database (its current schema on PostgreSQL), one `name` each. */
+  readonly listTables: string;
+  /**
+   * Written after an INSERT's column list so that the rows keep the values given for an identity column
+   * (PostgreSQL's GENERATED ALWAYS refuses them otherwise); empty on SQLite, which takes them as they are.
+   */
+  readonly identityInsert: string;
+  /**
+   * A statement that makes the identity column `column` of `table` number its next row after the largest
+   * value in it, once rows were inserted with their own values; undefined on SQLite, whose AUTOINCREMENT
+   * counter follows the largest value ever inserted by itself.
+   */
+  restartIdentity(table: string, column: string): string | undefined;
 }
 
 export type TotalEstimate =
@@ -319,6 +335,9 @@ export const sqliteDialect: Dialect = {
   probeSuffix: '',
   refreshStatistics: () => [],
   reclaimSpace: () => undefined,
+  listTables: `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'`,
+  identityInsert: '',
+  restartIdentity: () => undefined,
   jsonIntegers: 'SELECT value FROM json_each(?)',
   jsonTexts: 'SELECT value FROM json_each(?)',
   equalsAny: (columns, rows) =>
@@ -458,6 +477,10 @@ export const postgresDialect: Dialect = {
   createIsOneStatement: true,
   concurrentWriters: true,
   reclaimSpace: (table) => `VACUUM ${table}`,
+  listTables: `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`,
+  identityInsert: ' OVERRIDING SYSTEM VALUE',
+  restartIdentity: (table, column) =>
+    `SELECT setval(pg_get_serial_sequence('${table}', '${column}'), (SELECT COALESCE(MAX(${column}), 0) + 1 FROM ${table}), false)`,
   refreshStatistics: (tables, afterBulkLoad) => [
     `${afterBulkLoad ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`,
   ],

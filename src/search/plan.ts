@@ -13,6 +13,7 @@ import { or, raw } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 import type { IndexTable } from './tables.js';
 import { splitUnescaped, unescapeValue } from './values/escapes.js';
+import type { GeoPoint } from './values/geo.js';
 import type { ReferenceParser } from '../fhir/references.js';
 import type { Dialect } from '../storage/sql/dialect.js';
 
@@ -138,6 +139,8 @@ export interface Plan {
   readonly ignored: readonly { readonly name: string; readonly reason: string }[];
   /** The parameters that count, in request order, for the self/next links. */
   readonly linkParams: readonly (readonly [string, string])[];
+  /** Location `near`: the points each match's distance is measured from (the nearest counts). */
+  readonly distanceFrom?: readonly GeoPoint[];
 }
 
 export interface PlanContext {
@@ -198,7 +201,8 @@ export function planSearch(request: SearchRequest, types: readonly string[], ctx
       if (kept.length > 0) linkParams.push([name, kept.map((k) => (k.descending ? '-' : '') + k.code).join(',')]);
     } else linkParams.push([name, value]);
   }
-  return { types, criteria, sort, includes, ignored, linkParams };
+  const distanceFrom = criteria.flatMap((c) => (c.kind === 'rows' ? (c.match.origins ?? []) : []));
+  return { types, criteria, sort, includes, ignored, linkParams, ...(distanceFrom.length ? { distanceFrom } : {}) };
 }
 
 /** The parameter `code` on every one of `types` (all must define it). */
@@ -419,10 +423,10 @@ function planSort(code: string, descending: boolean, types: readonly string[], c
   const first = params[0];
   if (first.kind === 'id') return { kind: 'column', column: 'id', descending, code };
   if (first.kind === 'lastUpdated') return { kind: 'column', column: 'last_updated', descending, code };
-  if (first.kind !== 'index') {
+  const handler = first.handler;
+  if (first.kind !== 'index' || !handler?.sort) {
     throw invalid('_sort', `_sort: ${code} is a ${first.type} parameter, which this server cannot sort on`);
   }
-  const handler = first.handler!;
   return {
     kind: 'index',
     table: handler.table,

@@ -411,7 +411,8 @@ function joinedTypes(criteria: readonly PlannedCriterion[], into = new Set<strin
   for (const c of criteria) {
     if (c.kind === 'chain') c.targetTypes.forEach((t) => into.add(t));
     if (c.kind === 'has') into.add(c.sourceType);
-    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes') joinedTypes([c.inner], into);
+    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes' || c.kind === 'exceptResource')
+      joinedTypes([c.inner], into);
   }
   return into;
 }

@@ -87,6 +87,14 @@ export type PlannedCriterion = Estimated &
         readonly inner: PlannedCriterion;
         readonly selectivity: number;
       }
+    | {
+        /** The resource `type/id` passes; the others must match `inner` (`$everything`'s `_since`). */
+        readonly kind: 'exceptResource';
+        readonly type: string;
+        readonly id: string;
+        readonly inner: PlannedCriterion;
+        readonly selectivity: number;
+      }
   );
 
 export interface CompositePart {

@@ -21,6 +21,7 @@ import { searchInteraction } from './interactions/search.js';
 import { bundleInteraction } from './interactions/transaction.js';
 import { updateInteraction } from './interactions/update.js';
 import { validateInteraction } from './interactions/validate.js';
+import { versionsInteraction } from './interactions/versions.js';
 import { vreadInteraction } from './interactions/vread.js';
 import { readSubsetter } from './elements.js';
 import { lastValues } from './query-values.js';
@@ -123,6 +124,17 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
       async (request) => ({ status: 200, body: capabilityStatement(request.services, VERSION, FHIR_ROUTES) }),
       () => 'CapabilityStatement',
     ),
+  },
+  {
+    // Like metadata, what a client asks before it knows how to talk to the server: no token.
+    name: 'versions',
+    method: 'GET',
+    path: '$versions',
+    interaction: 'operation',
+    operation: { name: 'versions', definition: 'http://hl7.org/fhir/OperationDefinition/CapabilityStatement-versions' },
+    public: true,
+    handler: async (_request, call) =>
+      versionsInteraction(new URLSearchParams(call.query).get('_format') ?? undefined, call.header('accept')),
   },
   {
     name: 'read',

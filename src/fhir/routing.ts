@@ -53,6 +53,7 @@ export type CallHeader =
   | 'if-modified-since'
   | 'prefer'
   | 'content-type'
+  | 'accept'
   | 'x-security-context';
 
 /** One request of a route, from HTTP (http/fhir-routes.ts) or from a Bundle entry (bundle-entry.ts). */

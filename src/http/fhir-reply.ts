@@ -135,5 +135,6 @@ export function sendFhir(request: FastifyRequest, reply: FastifyReply, response:
       return reply.type(FHIR_JSON).send(render(request, outcome));
     }
   }
-  return reply.type(FHIR_JSON).send(render(request, response.body));
+  const type = response.contentType ? `${response.contentType}; charset=utf-8` : FHIR_JSON;
+  return reply.type(type).send(render(request, response.body));
 }

@@ -158,6 +158,8 @@ export interface PlanContext {
   readonly strict: boolean;
   /** May the caller search this type? */
   readonly canSearch: (type: string) => boolean;
+  /** May the caller read this type (`_list` reads through a List)? Without it, search decides. */
+  readonly canRead?: (type: string) => boolean;
   /** The database's SQL, for the value lists of the row conditions (fragment.ts equalsAny). */
   readonly dialect: Dialect;
 }
@@ -250,6 +252,7 @@ function planCriterion(
   const name = criterion.name;
   if (key.kind === 'has') return planHas(criterion, key, types, ctx);
   if (key.next) return planChain(criterion, key, types, ctx);
+  if (key.code === '_list') return planList(criterion, key, types, ctx);
   const params = paramsFor(key.code, types, ctx);
   const first = params[0];
   const modifier = key.modifier;
@@ -424,6 +427,38 @@ function planHas(
     inner,
     selectivity: inner.selectivity,
   };
+}
+
+/**
+ * `_list=<id>` (https://hl7.org/fhir/R4/search.html#list): the resources List/<id> names in
+ * `entry.item`, as the List's own `item` parameter indexes them: `_has:List:item:_id=<id>`, a reverse
+ * chain from the List. It reveals the List's items, so the caller must be allowed to read or search
+ * Lists (either already shows them: `GET List/<id>`, `List?_id=<id>`), besides the searched types.
+ * Functional lists (`$current-allergies`...) are not supported.
+ */
+function planList(
+  criterion: Criterion,
+  key: Extract<ParamKey, { kind: 'param' }>,
+  types: readonly string[],
+  ctx: PlanContext,
+): PlannedCriterion {
+  const name = criterion.name;
+  if (key.modifier !== undefined) throw invalid(name, `${name}: _list takes no modifier`);
+  const ids = criterion.values.map(unescapeValue);
+  if (ids.some((id) => id === '')) throw invalid(name, `${name}: empty value`);
+  if (ids.some((id) => id.startsWith('$'))) throw new Unknown('functional lists ($name) are not supported');
+  const item = ctx.catalog.param('List', 'item');
+  if (!item || item.kind !== 'index') throw new Unknown('List has no item parameter');
+  if (!ctx.canSearch('List') && !ctx.canRead?.('List')) {
+    throw new AppError(
+      'forbidden',
+      `The token's scopes do not allow reading Lists, which ${name} reads (needs system/List.r or system/List.s)`,
+    );
+  }
+  const targetTypes = types.filter((t) => item.targets.length === 0 || item.targets.includes(t));
+  if (targetTypes.length === 0) throw invalid(name, `${name}: a List never holds ${types.join(', ')}`);
+  const inner: PlannedCriterion = { kind: 'id', ids, selectivity: 0 };
+  return { kind: 'has', sourceType: 'List', refSps: [item.sp], targetTypes, inner, selectivity: 0 };
 }
 
 function planSort(code: string, descending: boolean, types: readonly string[], ctx: PlanContext): PlannedSort {

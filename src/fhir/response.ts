@@ -16,4 +16,6 @@ export interface FhirResponse {
   readonly accessed?: readonly string[];
   /** A body that is no FHIR resource (`$versions`' plain form): its media type, else FHIR JSON. */
   readonly contentType?: 'application/json';
+  /** Content-Location alone (an asynchronous request's status URL), where `location` sets both. */
+  readonly contentLocation?: string;
 }

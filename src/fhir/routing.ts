@@ -73,6 +73,8 @@ export interface InteractionCall {
   readonly body: unknown;
   /** A Bundle entry's: the transaction it runs in, whether only to plan, the id a create was given. */
   readonly inBundle?: { readonly executor?: SqlExecutor; readonly planOnly: boolean; readonly assignedId?: string };
+  /** An asynchronous request's kick-off (router.ts asyncCapable): check the request, do not run it. */
+  readonly planOnly?: boolean;
 }
 
 export interface FhirOperation {

@@ -118,6 +118,7 @@ export function startFhirReply(request: FastifyRequest, reply: FastifyReply, res
     reply.header('Location', response.location);
     reply.header('Content-Location', response.location);
   }
+  if (response.contentLocation) reply.header('Content-Location', response.contentLocation);
   reply.code(response.status);
 }
 

@@ -6,7 +6,7 @@
 // API error and a 403 are shown as text; signing out and a revoked token bring back the sign-in form.
 // Screenshots of the main screens at 1280x800 and 800x600 go to a temporary folder (printed).
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -87,7 +87,12 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
     server = await startServerProcess({ DATABASE_URL: database.url });
     adminDb = openDatabase(database.url);
     accounts = new AccountStore(adminDb);
-    await accounts.create({ username, password, scopes: ['system/*.cruds'], rateLimit: null });
+    await accounts.create({
+      username,
+      password,
+      scopes: ['system/*.cruds', 'scribe.read', 'scribe.write'],
+      rateLimit: null,
+    });
     api = apiOf(server.url, await tokenFor(server.url, username, password));
     for (const [key, given, birthDate] of [
       ['edited', 'Ada', '1974-12-25'],
@@ -368,12 +373,80 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
     await context.close();
   }, 60_000);
 
+  it('submits a scribe visit, follows the record until its note is written and links its DocumentReference', async () => {
+    const { page, context, violations } = await newPage();
+    await page.goto(`${server.url}/console/scribe`);
+    await signIn(page);
+    await page.getByRole('button', { name: 'New visit' }).click();
+    await page
+      .getByLabel('Transcript')
+      .fill(
+        'Doctor: What brings you in today?\nPatient: A sore throat for three days.\n' +
+          'Doctor: Your throat is red. Temperature is 100.8 degrees.\n' +
+          'Doctor: This is most likely strep throat.\nDoctor: I will prescribe azithromycin.',
+      );
+    await page.getByLabel('Template').selectOption({ label: 'SOAP note' });
+    await page.getByLabel('Patient name (optional)').fill(`Ada ${family}`);
+    await page.getByRole('button', { name: 'Submit' }).click();
+    // The record page asks again until the record is COMPLETED, then shows the note's sections.
+    const note = page.getByRole('region', { name: 'SOAP note' });
+    await note.getByRole('heading', { name: 'SOAP note' }).waitFor();
+    expect(await note.getByRole('heading', { level: 3 }).allTextContents()).toEqual([
+      'Subjective',
+      'Objective',
+      'Assessment',
+      'Plan',
+    ]);
+    expect(await note.locator('.note-text').first().textContent()).toContain('A sore throat for three days.');
+    expect(await page.locator('.status').first().textContent()).toBe('Completed');
+    const scribeId = new URL(page.url()).pathname.split('/').pop()!;
+    const record = (await api('GET', `/v1/ambient/api/scribe/${scribeId}`)).body;
+    expect(record.status).toBe('COMPLETED');
+    await screenshots(page, 'scribe-record');
+
+    await note.getByRole('link', { name: record.notes[0].document_reference }).click();
+    await page.getByRole('heading', { name: record.notes[0].document_reference }).waitFor();
+    expect(await page.locator('pre.json').textContent()).toContain('"resourceType": "DocumentReference"');
+
+    await page.getByRole('link', { name: 'Scribe' }).click();
+    const row = page.locator('tbody tr').filter({ has: page.getByRole('link', { name: scribeId, exact: true }) });
+    await row.waitFor();
+    expect(await row.locator('td').allTextContents()).toEqual([
+      scribeId,
+      'Completed',
+      expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/),
+      `Ada ${family}`,
+      'SOAP note',
+    ]);
+    expect(violations).toEqual([]);
+    await context.close();
+  }, 60_000);
+
+  it('starts an export of the ticked types, follows it and downloads its file', async () => {
+    const { page, context, violations } = await newPage();
+    await page.goto(`${server.url}/console/exports`);
+    await signIn(page);
+    await page.getByRole('checkbox', { name: 'Patient', exact: true }).check();
+    await page.getByRole('button', { name: 'Start export' }).click();
+    const file = page.getByRole('link', { name: 'Patient-1.ndjson' });
+    await file.waitFor();
+    await screenshots(page, 'exports');
+    const [download] = await Promise.all([page.waitForEvent('download'), file.click()]);
+    expect(download.suggestedFilename()).toBe('Patient-1.ndjson');
+    const lines = readFileSync((await download.path())!, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(new Set(lines.map((r) => r.resourceType))).toEqual(new Set(['Patient']));
+    expect(lines.map((r) => r.id)).toEqual(expect.arrayContaining([patients.edited.id, patients.second.id]));
+    expect(violations).toEqual([]);
+    await context.close();
+  }, 60_000);
+
   it('signs out, and a revoked token brings back the sign-in form', async () => {
     const { page, context } = await newPage();
     await page.goto(`${server.url}/console`);
     await signIn(page);
-    await page.getByRole('link', { name: 'Scribe' }).click();
-    await page.getByRole('heading', { name: 'Scribe' }).waitFor();
     await page.getByRole('link', { name: 'Exports' }).click();
     await page.getByRole('heading', { name: 'Exports' }).waitFor();
     await page.getByRole('button', { name: 'Sign out' }).click();

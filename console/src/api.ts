@@ -112,6 +112,8 @@ export interface RequestOptions {
   readonly method?: string;
   readonly body?: unknown;
   readonly headers?: Record<string, string>;
+  /** The body as a Blob, as it came (a file to save), instead of parsed JSON. */
+  readonly raw?: boolean;
 }
 
 /**
@@ -138,6 +140,8 @@ export async function api<T = any>(path: string, options: RequestOptions = {}): 
     credentials: 'omit',
     cache: 'no-store',
   });
+  if (options.raw && response.ok)
+    return { status: response.status, body: (await response.blob()) as T, headers: response.headers };
   const parsed = await bodyOf(response);
   // A 401 with `WWW-Authenticate` is the token (expired, revoked): the session ends. Without it, it is
   // the server's answer to an invalid resource (docs/api.md "Invalid resources"), shown like any error.

@@ -6,7 +6,8 @@ import { ApiError, currentSession, endSession, onSessionChange, signIn } from '.
 import type { Session } from './api';
 import { ResourcePage } from './resource';
 import { ResourcesScreen } from './resources';
-import { ExportsScreen, ScribeScreen } from './later';
+import { ExportsScreen } from './exports';
+import { ScribeRecordPage, ScribeScreen } from './scribe';
 import { consoleHref, followLink, navigate, useRoute } from './router';
 import type { Route } from './router';
 
@@ -108,8 +109,9 @@ function screen(route: Route, session: Session): JSX.Element | null {
   if (parts[0] === 'resources' && parts.length === 3) {
     return <ResourcePage key={`${parts[1]}/${parts[2]}`} type={parts[1]} id={parts[2]} session={session} />;
   }
-  if (parts[0] === 'scribe') return <ScribeScreen />;
-  if (parts[0] === 'exports') return <ExportsScreen />;
+  if (parts[0] === 'scribe' && parts.length === 1) return <ScribeScreen session={session} />;
+  if (parts[0] === 'scribe' && parts.length === 2) return <ScribeRecordPage key={parts[1]} id={parts[1]} />;
+  if (parts[0] === 'exports' && parts.length === 1) return <ExportsScreen session={session} />;
   if (parts.length === 0) return null;
   return (
     <section>

@@ -16,7 +16,7 @@ type Resource = Record<string, any> & { resourceType: string; id: string };
 interface HistoryEntry {
   resource?: Resource;
   request?: { method?: string };
-  response?: { status?: string; lastModified?: string };
+  response?: { status?: string; etag?: string; lastModified?: string };
 }
 interface Loaded {
   resource: Resource;
@@ -248,7 +248,7 @@ function History({ loaded }: { loaded: Loaded }): JSX.Element {
             <tbody>
               {entries.map((e) => (
                 <tr>
-                  <td>{e.resource?.meta?.versionId ?? versionOf(e.response?.status)}</td>
+                  <td>{e.resource?.meta?.versionId ?? versionOf(e.response?.etag)}</td>
                   <td>{changeOf(e.request?.method)}</td>
                   <td>{e.resource?.meta?.lastUpdated ?? e.response?.lastModified ?? ''}</td>
                 </tr>
@@ -291,7 +291,8 @@ function History({ loaded }: { loaded: Loaded }): JSX.Element {
   );
 }
 
-const versionOf = (status?: string) => (status ? status : '');
+/** A deletion has no resource: its version is its ETag's (`W/"3"`). */
+const versionOf = (etag?: string) => /^W\/"(.+)"$/.exec(etag ?? '')?.[1] ?? '';
 const changeOf = (method?: string) =>
   method === 'POST'
     ? 'created'

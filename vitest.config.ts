@@ -37,7 +37,11 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['src/**/*.test.ts', 'test/**/*.test.ts'], exclude: DATABASE_TESTS },
+        test: {
+          name: 'unit',
+          include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'console/src/**/*.test.ts'],
+          exclude: DATABASE_TESTS,
+        },
       },
       {
         extends: true,

@@ -15,6 +15,7 @@ import { BodyBytesInFlight, registerBodyBudget } from './http/body-budget.js';
 import { registerBodyParsers } from './http/body-parsers.js';
 import { registerCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
+import { CONSOLE_DIR, consoleRoutes, loadConsoleFiles } from './http/console.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { authenticatedScope } from './http/authenticated.js';
 import { exportRoutes } from './http/export-routes.js';
@@ -122,6 +123,10 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       return reply.code(503).send({ status: 'unavailable', error: 'database unreachable' });
     }
   });
+
+  // The web console: its page and assets need no token (the API behind it does).
+  const publicPath = new URL(config.publicUrl).pathname.replace(/\/+$/, '');
+  await app.register(consoleRoutes, { files: loadConsoleFiles(CONSOLE_DIR, publicPath), publicPath });
 
   // Every /fhir route is one of the table's (fhir/router.ts), registered with it.
   app.addHook('onRoute', (route) => assertInRouteTable(route, services.router.routes));

@@ -25,6 +25,30 @@ describe('shutting down', () => {
     expect(server.output()).not.toContain('shutdown did not finish');
   }, 60_000);
 
+  it('answers a request in flight, then ends its keep-alive connection and exits 0', async () => {
+    database = sqliteTestDatabase();
+    server = await startServerProcess({ DATABASE_URL: database.url });
+    const { hostname, port } = new URL(server.url);
+    const socket = connect(Number(port), hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    const body = 'username=nobody&password=wrong';
+    socket.write(
+      'POST /v1/ambient/api/auth/token HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n' +
+        `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\nusername=`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    socket.write(body.slice('username='.length));
+    expect(await server.exited).toBe(0);
+    await closed;
+    expect(answer).toMatch(/^HTTP\/1\.1 (400|401) /);
+    expect(answer).toContain('invalid_grant');
+  }, 60_000);
+
   it('exits 1 after the timeout, saying so, while a request body never ends', async () => {
     database = sqliteTestDatabase();
     server = await startServerProcess({ DATABASE_URL: database.url, AMBIENT_SHUTDOWN_TIMEOUT_MS: '1500' });

@@ -1,6 +1,7 @@
-// Builds the web console (docs/console.md): the resource types and their summary elements from
-// generated/r4.json into generated/console-types.json, then Vite: console/ → dist/console/. Prints
-// each file's size, raw and gzipped, and fails when the whole exceeds the bound.
+// Builds the web console (docs/console.md): the resource types, their summary elements and the types
+// their reference search parameters can target, from generated/r4.json into
+// generated/console-types.json, then Vite: console/ → dist/console/. Prints each file's size, raw and
+// gzipped, and fails when the whole exceeds the bound.
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,12 +16,37 @@ export const MAX_GZIP_BYTES = 300 * 1024;
 
 const INTERNAL = new Set(['id', 'meta', 'implicitRules']);
 
+/**
+ * For each resource type with reference search parameters, the types they can target together, as the
+ * server's catalog reads them (a parameter without target types targets any type): a list, or
+ * `{ "allBut": [...] }` when it covers most types (most types have a parameter on `Reference(Any)`, which
+ * targets all but Parameters), to keep the bundle small. The console's "Referred to by" asks, for a
+ * resource of type T, `_revinclude=Source:*` for each source type whose targets include T.
+ */
+function referenceTargets(r4, types) {
+  const out = {};
+  for (const [source, params] of Object.entries(r4.searchParameters)) {
+    const references = params.filter((p) => p.type === 'reference' && p.expression);
+    if (references.length === 0 || !types.includes(source)) continue;
+    const targets = references.some((p) => !p.targets?.length)
+      ? new Set(types)
+      : new Set(references.flatMap((p) => p.targets));
+    const listed = types.filter((t) => targets.has(t));
+    out[source] = listed.length > types.length / 2 ? { allBut: types.filter((t) => !targets.has(t)) } : listed;
+  }
+  return out;
+}
+
 function writeTypes() {
   const r4 = JSON.parse(readFileSync(join(root, 'generated', 'r4.json'), 'utf8'));
   const summaryElements = Object.fromEntries(
     Object.entries(r4.summaryElements).map(([type, names]) => [type, names.filter((n) => !INTERNAL.has(n))]),
   );
-  writeFileSync(join(root, 'generated', 'console-types.json'), JSON.stringify({ summaryElements }) + '\n');
+  const types = Object.keys(summaryElements).sort();
+  writeFileSync(
+    join(root, 'generated', 'console-types.json'),
+    JSON.stringify({ summaryElements, referenceTargets: referenceTargets(r4, types) }) + '\n',
+  );
 }
 
 function files(dir) {

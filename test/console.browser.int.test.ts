@@ -3,8 +3,9 @@
 // console promises (docs/console.md): sign in, search and page, open a resource, edit it with an invalid
 // value and see the error next to its path, fix it, see the new version in the history, create one,
 // delete one after confirming; a stored narrative's script, handler and javascript: link do nothing; an
-// API error and a 403 are shown as text; signing out and a revoked token bring back the sign-in form.
-// Screenshots of the main screens at 1280x800 and 800x600 go to a temporary folder (printed).
+// API error and a 403 are shown as text; what refers to a Practitioner and to an Organization; the
+// selected type's count; signing out, a revoked token and an expired one (a second server whose tokens
+// live 3 s) bring back the sign-in form. Screenshots of the main screens at 1280x800 and 800x600 go to a temporary folder (printed).
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,6 +42,22 @@ const VIEWPORTS = [
   { width: 800, height: 600 },
 ];
 const SHOTS = mkdtempSync(join(tmpdir(), 'ambient-console-screens-'));
+/** The lifetime of the second server's tokens, in seconds. */
+const SHORT_TOKEN_TTL = 3;
+
+/**
+ * The types with a reference search parameter that can target `target`, read from the R4 definitions
+ * (a parameter without target types targets any): what "Referred to by" asks about, 16 a request.
+ */
+function referringTypes(target: string): string[] {
+  const r4 = JSON.parse(readFileSync(new URL('../generated/r4.json', import.meta.url), 'utf8'));
+  const params = r4.searchParameters as Record<string, { type: string; expression?: string; targets?: string[] }[]>;
+  return Object.keys(params).filter((source) =>
+    params[source].some(
+      (p) => p.type === 'reference' && p.expression && (!p.targets?.length || p.targets.includes(target)),
+    ),
+  );
+}
 
 interface Api {
   (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
@@ -69,6 +86,8 @@ function apiOf(url: string, token: string): Api {
 describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %s', (backend) => {
   let database: TestDatabase;
   let server: ServerProcess;
+  /** A second server on the same database whose tokens live SHORT_TOKEN_TTL seconds. */
+  let shortServer: Promise<ServerProcess> | undefined;
   let adminDb: SqlDatabase;
   let accounts: AccountStore;
   let browser: Browser;
@@ -85,6 +104,13 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
   beforeAll(async () => {
     database = await testDatabase(backend);
     server = await startServerProcess({ DATABASE_URL: database.url });
+    // Started while the data below is written and the tests run (the first server has created the schema).
+    shortServer = startServerProcess({
+      DATABASE_URL: database.url,
+      AMBIENT_TOKEN_TTL_SECONDS: String(SHORT_TOKEN_TTL),
+    });
+    // A failure to start fails the expiry test, which awaits it; the other tests do not need it.
+    shortServer.catch(() => undefined);
     adminDb = openDatabase(database.url);
     accounts = new AccountStore(adminDb);
     await accounts.create({
@@ -137,13 +163,47 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
     });
     expect(hostile.status).toBe(201);
     patients.hostile = hostile.body;
+    await createReferred();
     browser = await chromium.launch({ headless: true, executablePath: CHROMIUM, args: LAUNCH_ARGS });
   }, 60_000);
 
+  /** A Practitioner referred to by an Encounter and an Observation; an Organization by a Patient. */
+  const referred: Record<string, any> = {};
+  async function createReferred(): Promise<void> {
+    const create = async (key: string, resource: Record<string, unknown>) => {
+      const created = await api('POST', `/fhir/${String(resource.resourceType)}`, resource);
+      expect(created.status).toBe(201);
+      referred[key] = created.body;
+    };
+    await create('practitioner', { resourceType: 'Practitioner', name: [{ family: 'Osler', given: ['William'] }] });
+    await create('organization', { resourceType: 'Organization', name: 'St Elsewhere' });
+    await create('otherOrganization', { resourceType: 'Organization', name: 'Nobody refers here' });
+    const practitioner = { reference: `Practitioner/${referred.practitioner.id}` };
+    await create('encounter', {
+      resourceType: 'Encounter',
+      status: 'finished',
+      class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' },
+      participant: [{ individual: practitioner }],
+    });
+    await create('observation', {
+      resourceType: 'Observation',
+      status: 'final',
+      code: { text: 'Blood pressure' },
+      performer: [practitioner],
+    });
+    await create('managed', {
+      resourceType: 'Patient',
+      name: [{ family: 'Managed' }],
+      managingOrganization: { reference: `Organization/${referred.organization.id}` },
+    });
+  }
+
   afterAll(async () => {
     await browser?.close();
-    server?.child.kill('SIGKILL');
-    await server?.exited;
+    for (const s of [server, await shortServer?.catch(() => undefined)]) {
+      s?.child.kill('SIGKILL');
+      await s?.exited;
+    }
     await adminDb?.close();
     await database?.dispose();
   });
@@ -368,8 +428,74 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
     await page.goto(`${server.url}/console/resources/Patient/${patients.second.id}`);
     await signIn(page, limited);
     await page.getByRole('heading', { name: 'History' }).waitFor();
+    // What refers to it: only Patients could be asked about (the one request), the rest is said.
+    const referring = referringTypes('Patient');
+    await page
+      .getByText(`(${referring.length - 1} of the ${referring.length} types that can refer to a Patient)`, {
+        exact: false,
+      })
+      .waitFor();
+    expect(await page.getByText('No resource of the types searched refers to it.').count()).toBe(1);
     expect(await page.getByRole('button', { name: 'Edit' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Delete' }).count()).toBe(0);
+    await context.close();
+  }, 60_000);
+
+  it('lists what refers to a Practitioner and an Organization, in few requests, and counts the picked type', async () => {
+    const { page, context, violations } = await newPage();
+    /** The "Referred to by" searches of one resource's page (another page's may still be under way). */
+    const asks: URL[] = [];
+    page.on('request', (request) => asks.push(new URL(request.url())));
+    const revincludesOf = (type: string, id: string) =>
+      asks.filter(
+        (url) =>
+          url.pathname === `/fhir/${type}` && url.searchParams.get('_id') === id && url.searchParams.has('_revinclude'),
+      );
+    await page.goto(`${server.url}/console/resources/Practitioner/${referred.practitioner.id}`);
+    await signIn(page);
+    const referredBy = page.getByRole('list', { name: 'Referred to by' });
+    await referredBy.getByRole('link').first().waitFor();
+    expect(await referredBy.getByRole('link').allTextContents()).toEqual([
+      `Encounter/${referred.encounter.id}`,
+      `Observation/${referred.observation.id}`,
+    ]);
+    // Every type that can refer to a Practitioner, 16 a request: 5 requests for R4's 75.
+    const practitionerSources = referringTypes('Practitioner');
+    const practitionerSearches = revincludesOf('Practitioner', referred.practitioner.id);
+    expect(practitionerSearches).toHaveLength(Math.ceil(practitionerSources.length / 16));
+    const asked = practitionerSearches.flatMap((url) => url.searchParams.getAll('_revinclude'));
+    expect(asked.sort()).toEqual(practitionerSources.map((t) => `${t}:*`).sort());
+    await referredBy.getByRole('link', { name: `Encounter/${referred.encounter.id}` }).click();
+    await page.getByRole('heading', { name: `Encounter/${referred.encounter.id}` }).waitFor();
+    expect(await page.locator('ul.references').first().getByRole('link').allTextContents()).toEqual([
+      `Practitioner/${referred.practitioner.id}`,
+    ]);
+
+    await page.goto(`${server.url}/console/resources/Organization/${referred.organization.id}`);
+    await signIn(page);
+    await referredBy.getByRole('link').first().waitFor();
+    expect(await referredBy.getByRole('link').allTextContents()).toEqual([`Patient/${referred.managed.id}`]);
+    expect(revincludesOf('Organization', referred.organization.id)).toHaveLength(
+      Math.ceil(referringTypes('Organization').length / 16),
+    );
+    await page.goto(`${server.url}/console/resources/Organization/${referred.otherOrganization.id}`);
+    await signIn(page);
+    await page.getByText('No resource on this server refers to it.').waitFor();
+
+    // The picked type's count (`_summary=count`), next to the picker; the search's total above the table.
+    const organizations = (await api('GET', '/fhir/Organization?_summary=count')).body.total;
+    const practitioners = (await api('GET', '/fhir/Practitioner?_summary=count')).body.total;
+    expect([organizations, practitioners]).toEqual([2, 1]);
+    await page.getByRole('link', { name: 'Resources' }).click();
+    const count = page.locator('#type-count');
+    await page.getByLabel('Resource type').selectOption('Organization');
+    await count.getByText(`${organizations} in all`, { exact: true }).waitFor();
+    await page.getByLabel('Resource type').selectOption('Practitioner');
+    await count.getByText(`${practitioners} in all`, { exact: true }).waitFor();
+    expect(await page.getByLabel('Resource type').getAttribute('aria-describedby')).toBe('type-count');
+    await search(page, 'Organization', '');
+    await page.getByText(`${organizations} matches`, { exact: true }).waitFor();
+    expect(violations).toEqual([]);
     await context.close();
   }, 60_000);
 
@@ -455,14 +581,36 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
 
     await signIn(page);
     await page.getByRole('link', { name: 'Resources' }).click();
-    // The screen's first search (every Patient) answered before the token is revoked.
+    // The screen's first search (every Patient) and its type's count answered before the token is revoked.
     await rows(page);
+    await page
+      .locator('#type-count')
+      .getByText(/ in all$/)
+      .waitFor();
     await accounts.revokeTokens(username);
     await search(page, 'Patient', `family=${family}`);
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     expect(await page.getByRole('status').textContent()).toMatch(/Signed out: .*token/i);
     await context.close();
     api = apiOf(server.url, await tokenFor(server.url, username, password));
+  }, 60_000);
+
+  it('brings back the sign-in form when the token expires, saying so', async () => {
+    const context = await browser.newContext({ viewport: VIEWPORTS[0] });
+    const page = await context.newPage();
+    await page.goto(`${(await shortServer!).url}/console`);
+    await page.getByLabel('Username').fill(username);
+    await page.getByLabel('Password').fill(password);
+    const token = page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/ambient/api/auth/token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const answer = await token;
+    expect(answer.status()).toBe(200);
+    expect((await answer.json()).expires_in).toBe(SHORT_TOKEN_TTL);
+    // At the token's expiry the console itself ends the session: the sign-in form, saying why.
+    await page.getByRole('status').getByText('Your session expired', { exact: false }).waitFor();
+    expect(await page.getByRole('button', { name: 'Sign in' }).isVisible()).toBe(true);
+    expect(await page.getByRole('navigation').count()).toBe(0);
+    await context.close();
   }, 60_000);
 
   it('asked no other host for anything', () => {

@@ -1,6 +1,7 @@
 // The console's one way to the server: the public API, with the signed-in account's token. The token
 // lives in this module's variable and nowhere else (no localStorage, sessionStorage or cookie): a reload
-// or a closed tab signs out, and no script can find it in storage.
+// or a closed tab signs out, and no script can find it in storage. The session ends at the token's
+// expiry (a timer from the token response's `expires_in`), on Sign out, or on the server's 401.
 
 export interface Session {
   readonly username: string;
@@ -33,6 +34,29 @@ export const TOKEN_PATH = '/v1/ambient/api/auth/token';
 
 let session: Session | undefined;
 let sessionListener: (session: Session | undefined, reason?: string) => void = () => undefined;
+let cancelExpiry: () => void = () => undefined;
+
+/** What the sign-in form says when the token's lifetime (the token response's `expires_in`) is over. */
+export const EXPIRED = 'Your session expired: sign in again.';
+
+/** setTimeout's longest delay (2^31 - 1 ms, about 24.8 days): a longer one would fire at once. */
+const MAX_TIMER_DELAY = 2 ** 31 - 1;
+
+/**
+ * Calls `expire` once the clock reaches `expiresAt` (ms since the epoch), checking the clock again when
+ * the timer fires (a timer may be late after the computer slept; a lifetime past setTimeout's longest
+ * delay takes several). Returns the function that cancels it.
+ */
+export function atExpiry(expiresAt: number, expire: () => void): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const check = () => {
+    const remaining = expiresAt - Date.now();
+    if (remaining <= 0) expire();
+    else timer = setTimeout(check, Math.min(remaining, MAX_TIMER_DELAY));
+  };
+  check();
+  return () => clearTimeout(timer);
+}
 
 /** Where the console's own path starts: everything before `/console` (empty unless behind a prefix). */
 export function basePath(pathname = location.pathname): string {
@@ -47,8 +71,15 @@ export function onSessionChange(listener: (session: Session | undefined, reason?
 }
 
 export function endSession(reason?: string): void {
+  cancelExpiry();
   session = undefined;
   sessionListener(undefined, reason);
+}
+
+/** The token's lifetime in ms from its response's `expires_in` (seconds); without one, no end is known. */
+function lifetimeOf(expiresIn: unknown): number {
+  const seconds = Number(expiresIn);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : Infinity;
 }
 
 /** The message of an error body: an OperationOutcome's diagnostics, an OAuth error, the scribe API's. */
@@ -90,16 +121,21 @@ export async function signIn(username: string, password: string): Promise<Sessio
     const { message } = errorMessage(response.status, body);
     throw new ApiError(response.status, message);
   }
-  session = {
+  const started: Session = {
     username,
     token: body.access_token,
     scopes: String(body.scope ?? '')
       .split(' ')
       .filter(Boolean),
-    expiresAt: Date.now() + Number(body.expires_in ?? 0) * 1000,
+    expiresAt: Date.now() + lifetimeOf(body.expires_in),
   };
-  sessionListener(session);
-  return session;
+  cancelExpiry();
+  session = started;
+  if (started.expiresAt !== Infinity) {
+    cancelExpiry = atExpiry(started.expiresAt, () => session === started && endSession(EXPIRED));
+  }
+  sessionListener(started);
+  return started;
 }
 
 export interface ApiResponse<T> {
@@ -123,6 +159,11 @@ export interface RequestOptions {
 export async function api<T = any>(path: string, options: RequestOptions = {}): Promise<ApiResponse<T>> {
   const current = session;
   if (!current) throw new ApiError(401, 'Not signed in.');
+  // Past its lifetime the token is refused: no request, the sign-in form (the timer may be late).
+  if (Date.now() >= current.expiresAt) {
+    endSession(EXPIRED);
+    throw new ApiError(401, EXPIRED);
+  }
   const headers: Record<string, string> = {
     Accept: 'application/fhir+json, application/json',
     Authorization: `Bearer ${current.token}`,

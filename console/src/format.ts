@@ -79,3 +79,6 @@ export function localReference(reference: unknown): { type: string; id: string }
   const match = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(reference);
   return match ? { type: match[1], id: match[2] } : undefined;
 }
+
+/** 12345 → "12,345" (one grouping for every reader, as the rest of the console is in English). */
+export const formatCount = (n: number): string => n.toLocaleString('en-US');

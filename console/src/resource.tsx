@@ -6,9 +6,11 @@ import { api, ApiError } from './api';
 import type { Session } from './api';
 import { Comparison } from './compare';
 import { Editor } from './editor';
-import { localReference } from './format';
+import { formatCount, localReference } from './format';
 import { sanitiseNarrative } from './narrative';
 import { ErrorText, ResourceLink } from './parts';
+import { findReferrers, firstOfEachType } from './referrers';
+import type { Referrers } from './referrers';
 import { consoleHref, followLink, navigate } from './router';
 import { may } from './scopes';
 
@@ -26,8 +28,6 @@ interface Loaded {
 
 const HISTORY_COUNT = 50;
 const MAX_REFERENCES = 200;
-/** The R4 compartments (https://hl7.org/fhir/R4/compartmentdefinition.html): what refers to one of these is a search away. */
-const COMPARTMENTS = new Set(['Patient', 'Encounter', 'RelatedPerson', 'Practitioner', 'Device']);
 
 async function load(type: string, id: string): Promise<Loaded> {
   const base = `/fhir/${encodeURIComponent(type)}/${encodeURIComponent(id)}`;
@@ -138,7 +138,7 @@ export function ResourcePage({ type, id, session }: { type: string; id: string; 
       )}
       <Narrative resource={resource} />
       <References resource={resource} />
-      {COMPARTMENTS.has(type) && <ReferredBy key={generation} type={type} id={id} />}
+      <ReferredBy key={generation} type={type} id={id} scopes={session.scopes} />
       <section aria-labelledby="json-heading">
         <h2 id="json-heading">JSON</h2>
         <pre class="json">{JSON.stringify(resource, null, 2)}</pre>
@@ -182,42 +182,77 @@ function References({ resource }: { resource: Resource }): JSX.Element {
   );
 }
 
-/** What refers to a resource that is a compartment: its compartment search, first page. */
-function ReferredBy({ type, id }: { type: string; id: string }): JSX.Element {
-  const [result, setResult] = useState<{ entries: Resource[]; total?: number } | string | undefined>();
+/** Links shown under "Referred to by"; the rest are counted. */
+const SHOWN_REFERRERS = 20;
+/** Type names listed in a note before "and N more". */
+const NAMED_TYPES = 6;
+
+const namesOf = (types: readonly string[]) =>
+  types.length > NAMED_TYPES
+    ? `${types.slice(0, NAMED_TYPES).join(', ')} and ${types.length - NAMED_TYPES} more`
+    : types.join(', ');
+
+/** What refers to the resource: every type that can, that the account may search (referrers.ts). */
+function ReferredBy({ type, id, scopes }: { type: string; id: string; scopes: readonly string[] }): JSX.Element {
+  const [result, setResult] = useState<Referrers | string | undefined>();
   useEffect(() => {
-    api<{ total?: number; entry?: { resource?: Resource }[] }>(
-      `/fhir/${encodeURIComponent(type)}/${encodeURIComponent(id)}/*?_count=20&_elements=id`,
-    )
-      .then((r) => {
-        const others = (r.body.entry ?? []).flatMap((e) =>
-          e.resource && !(e.resource.resourceType === type && e.resource.id === id) ? [e.resource] : [],
-        );
-        setResult({ entries: others, total: r.body.total === undefined ? undefined : r.body.total - 1 });
-      })
-      .catch((e: unknown) => setResult(e instanceof Error ? e.message : String(e)));
+    let live = true;
+    findReferrers(type, id, scopes)
+      .then((r) => live && setResult(r))
+      .catch((e: unknown) => live && setResult(e instanceof Error ? e.message : String(e)));
+    return () => {
+      live = false;
+    };
   }, [type, id]);
   return (
     <section aria-labelledby="referred-heading">
       <h2 id="referred-heading">Referred to by</h2>
       {result === undefined && <p class="muted">Searching…</p>}
       {typeof result === 'string' && <ErrorText message={result} />}
-      {typeof result === 'object' &&
-        (result.entries.length === 0 ? (
-          <p class="muted">No resource in its compartment refers to it.</p>
-        ) : (
-          <ul class="references">
-            {result.entries.map((r) => (
-              <li>
-                <ResourceLink type={r.resourceType} id={r.id} />
-              </li>
-            ))}
-            {result.total !== undefined && result.total > result.entries.length && (
-              <li class="muted">and {result.total - result.entries.length} more</li>
-            )}
-          </ul>
-        ))}
+      {typeof result === 'object' && <ReferrerList type={type} result={result} />}
     </section>
+  );
+}
+
+function ReferrerList({ type, result }: { type: string; result: Referrers }): JSX.Element {
+  if (!result.searchable) {
+    return <p class="muted">Finding what refers to it needs search access to {type}, which this account lacks.</p>;
+  }
+  const shown = firstOfEachType(result.found, SHOWN_REFERRERS);
+  const rest = result.found.length - shown.length;
+  const searched = result.notAllowed.length === 0 && result.failed.length === 0;
+  return (
+    <>
+      {shown.length === 0 ? (
+        <p class="muted">
+          {searched ? 'No resource on this server refers to it.' : 'No resource of the types searched refers to it.'}
+        </p>
+      ) : (
+        <ul class="references" aria-labelledby="referred-heading">
+          {shown.map((r) => (
+            <li>
+              <ResourceLink type={r.type} id={r.id} />
+            </li>
+          ))}
+          {(rest > 0 || !result.complete) && (
+            <li class="muted">
+              {result.complete
+                ? `and ${formatCount(rest)} more`
+                : `and ${rest > 0 ? `at least ${formatCount(rest)}` : 'some'} more (a search includes at most 1,000)`}
+            </li>
+          )}
+        </ul>
+      )}
+      {result.notAllowed.length > 0 && (
+        <p class="muted">
+          Not searched, as this account may not search them: {namesOf(result.notAllowed)} ({result.notAllowed.length} of
+          the {result.candidates} types that can refer to a {type}).
+        </p>
+      )}
+      {result.failed.map((f) => (
+        <ErrorText message={`Could not search ${namesOf(f.types)}: ${f.message}`} />
+      ))}
+    </>
   );
 }
 

@@ -7,7 +7,7 @@ import { api, ApiError, fhirPathOf } from './api';
 import type { Session } from './api';
 import { columnsFor, RESOURCE_TYPES } from './columns';
 import { Editor } from './editor';
-import { elementValue, formatValue } from './format';
+import { elementValue, formatCount, formatValue } from './format';
 import { CellValue, ErrorText } from './parts';
 import { consoleHref, followLink, navigate, resourcePath } from './router';
 import type { Route } from './router';
@@ -64,8 +64,16 @@ export function ResourcesScreen({ route, session }: { route: Route; session: Ses
       </div>
       <form class="search" onSubmit={search} role="search">
         <div class="field">
-          <label for="resource-type">Resource type</label>
-          <select id="resource-type" value={draftType} onChange={(e) => setDraftType(e.currentTarget.value)}>
+          <div class="field-head">
+            <label for="resource-type">Resource type</label>
+            <TypeCount key={draftType} type={draftType} />
+          </div>
+          <select
+            id="resource-type"
+            value={draftType}
+            onChange={(e) => setDraftType(e.currentTarget.value)}
+            aria-describedby="type-count"
+          >
             {types.map((t) => (
               <option value={t}>{t}</option>
             ))}
@@ -100,6 +108,40 @@ export function ResourcesScreen({ route, session }: { route: Route; session: Ses
   );
 }
 
+/** How long a picked type stays picked before it is counted: arrowing through the list asks nothing. */
+const COUNT_DELAY_MS = 250;
+
+/**
+ * How many resources of the picked type the server holds (`_summary=count`: a count over the type's
+ * rows, asked for the one type picked, never for every type at once).
+ */
+function TypeCount({ type }: { type: string }): JSX.Element {
+  const [count, setCount] = useState<{ total?: number; error?: string } | undefined>();
+  useEffect(() => {
+    let live = true;
+    const timer = setTimeout(() => {
+      api<Bundle>(`/fhir/${encodeURIComponent(type)}?_summary=count`)
+        .then((r) => live && setCount({ total: r.body.total }))
+        .catch((e: unknown) => live && setCount({ error: e instanceof Error ? e.message : String(e) }));
+    }, COUNT_DELAY_MS);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [type]);
+  const text =
+    count === undefined
+      ? 'counting…'
+      : count.total !== undefined
+        ? `${formatCount(count.total)} in all`
+        : `not counted${count.error ? `: ${count.error}` : ''}`;
+  return (
+    <span id="type-count" class="type-count" aria-live="polite" title={count?.error}>
+      {text}
+    </span>
+  );
+}
+
 function Results({ type, query }: { type: string; query: string }): JSX.Element {
   const [path, setPath] = useState(`/fhir/${encodeURIComponent(type)}${query ? `?${query}` : ''}`);
   const [page, setPage] = useState<{ bundle: Bundle; number: number } | undefined>();
@@ -130,7 +172,7 @@ function Results({ type, query }: { type: string; query: string }): JSX.Element 
       <div class="results-head">
         <p aria-live="polite">
           {bundle.total !== undefined
-            ? `${bundle.total} ${bundle.total === 1 ? 'match' : 'matches'}`
+            ? `${formatCount(bundle.total)} ${bundle.total === 1 ? 'match' : 'matches'}`
             : `${matches.length} on this page`}
           {page.number > 1 || linkOf(bundle, 'next') ? ` · page ${page.number}` : ''}
         </p>

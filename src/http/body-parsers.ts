@@ -18,6 +18,8 @@ const AMPERSAND = 0x26;
 export const JSON_CONTENT_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
 /** FHIR XML bodies (https://hl7.org/fhir/R4/http.html#mime-type): read on the FHIR routes only. */
 export const XML_CONTENT_TYPES = ['application/fhir+xml', 'application/xml', 'text/xml', 'application/xml+fhir'];
+/** Those that name FHIR XML itself (the others are any XML). */
+export const FHIR_XML_CONTENT_TYPES = ['application/fhir+xml', 'application/xml+fhir'];
 
 type Done = (err: Error | null, body?: unknown) => void;
 

@@ -6,7 +6,7 @@ import type { PreferredReturn } from '../fhir/prefer.js';
 import type { FhirResponse } from '../fhir/response.js';
 import type { FhirXml } from '../fhir/xml/fhir-xml.js';
 import { pathOf } from '../url-parts.js';
-import { XML_CONTENT_TYPES } from './body-parsers.js';
+import { FHIR_XML_CONTENT_TYPES, isBinaryContentWrite, XML_CONTENT_TYPES } from './body-parsers.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 export const FHIR_XML = 'application/fhir+xml; charset=utf-8';
@@ -140,11 +140,17 @@ function acceptHeader(request: FastifyRequest): string | undefined {
   return Array.isArray(header) ? header.join(',') : header;
 }
 
-/** The format of the request's body, by its Content-Type: XML for the XML media types, else JSON. */
+/**
+ * The format of the request's body, by its Content-Type: XML for the XML media types, else JSON. To a
+ * Binary, plain XML (`application/xml`, `text/xml`) is content like any other: only FHIR XML's own
+ * media type says the body is FHIR.
+ */
 function bodyFormat(request: FastifyRequest): FhirFormat {
   const contentType = request.headers['content-type'];
   if (contentType === undefined) return 'json';
-  return XML_CONTENT_TYPES.includes(contentType.split(';')[0].trim().toLowerCase()) ? 'xml' : 'json';
+  const mediaType = contentType.split(';')[0].trim().toLowerCase();
+  if (!XML_CONTENT_TYPES.includes(mediaType)) return 'json';
+  return !isBinaryContentWrite(request) || FHIR_XML_CONTENT_TYPES.includes(mediaType) ? 'xml' : 'json';
 }
 
 declare module 'fastify' {

@@ -10,7 +10,7 @@ import type { SaxesAttributeNS, SaxesTagNS } from 'saxes';
 import { AppError } from '../../errors.js';
 import { jsonDepth, MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../json-limits.js';
 import type { ObjectShape, PropertyShape, ShapeCatalog } from '../../validation/shapes.js';
-import { holdsResource, isAttribute } from './to-xml.js';
+import { holdsResource, isAttribute, objectShapeOf } from './to-xml.js';
 import { FHIR_NS, XHTML_NS } from './xml-text.js';
 
 type JsonObject = Record<string, unknown>;
@@ -41,7 +41,8 @@ interface Frame {
   /** The property this element is in its parent (undefined for the root and a wrapped resource). */
   readonly property?: PropertyShape;
   readonly object: JsonObject;
-  readonly children: Map<string, Gathered>;
+  /** Made when the first child closes: most elements have none. */
+  children?: Map<string, Gathered>;
   value?: unknown;
   /** Where a primitive frame's `value` came from: its `value` attribute. */
   hasValue?: boolean;
@@ -63,11 +64,14 @@ export class FhirXmlReader {
   private xhtml?: { start: number; depth: number; owner: Frame; prefixes: Set<string> };
   private readonly parser = new SaxesParser({ xmlns: true });
   private text = '';
+  /** The shape of a primitive element: its `id` attribute and `extension` children. */
+  private readonly element: ObjectShape;
 
   constructor(
     private readonly catalog: ShapeCatalog,
     private readonly what: string,
   ) {
+    this.element = catalog.typeShape('Element')!;
     const parser = this.parser;
     parser.on('doctype', () => {
       throw invalid(what, 'a DOCTYPE is not allowed (no DTDs, no entity declarations)');
@@ -170,7 +174,6 @@ export class FhirXmlReader {
   }
 
   private frameFor(name: string, parent: Frame | undefined): Frame {
-    const children = new Map<string, Gathered>();
     if (!parent || parent.kind === 'wrapper') {
       if (parent?.wrapped) throw invalid(this.what, `<${parent.name}> holds more than one resource`);
       const shape = this.catalog.typeShape(name);
@@ -179,7 +182,6 @@ export class FhirXmlReader {
         shape: shape?.isResource ? shape : undefined,
         kind: 'resource',
         object: { resourceType: name },
-        children,
       };
     }
     if (parent.kind === 'primitive' && name !== 'extension') {
@@ -189,15 +191,15 @@ export class FhirXmlReader {
     if (parent.shape && isAttribute(parent.shape, name)) {
       throw invalid(this.what, `${name} of <${parent.name}> is an attribute in FHIR XML, not an element`);
     }
-    if (!property) return { name, kind: 'unknown', object: {}, children };
+    if (!property) return { name, kind: 'unknown', object: {} };
     if (property.kind === 'primitive') {
       if (property.type.code === 'xhtml') {
         throw invalid(this.what, `<${name}> must be an XHTML <div> (namespace ${XHTML_NS})`);
       }
-      return { name, shape: this.catalog.typeShape('Element'), kind: 'primitive', property, object: {}, children };
+      return { name, shape: this.element, kind: 'primitive', property, object: {} };
     }
-    if (holdsResource(property)) return { name, kind: 'wrapper', property, object: {}, children };
-    return { name, shape: property.objectShape!(), kind: 'complex', property, object: {}, children };
+    if (holdsResource(property)) return { name, kind: 'wrapper', property, object: {} };
+    return { name, shape: objectShapeOf(property), kind: 'complex', property, object: {} };
   }
 
   private attributes(frame: Frame, attributes: Record<string, SaxesAttributeNS>, element: string): void {
@@ -236,7 +238,7 @@ export class FhirXmlReader {
     if (xhtml) {
       if (--xhtml.depth > 0) return;
       this.xhtml = undefined;
-      gather(xhtml.owner.children, 'div', this.text.slice(xhtml.start, this.parser.position), null, false);
+      gather(xhtml.owner, 'div', this.text.slice(xhtml.start, this.parser.position), null, false);
       return;
     }
     const frame = this.stack.pop()!;
@@ -248,15 +250,9 @@ export class FhirXmlReader {
       parent.wrapped = value as JsonObject;
     } else if (frame.kind === 'primitive') {
       const companion = Object.keys(frame.object).length > 0 ? frame.object : null;
-      gather(
-        parent.children,
-        frame.name,
-        frame.hasValue ? frame.value : null,
-        companion,
-        frame.property!.element.isArray,
-      );
+      gather(parent, frame.name, frame.hasValue ? frame.value : null, companion, frame.property!.element.isArray);
     } else {
-      gather(parent.children, frame.name, value, undefined, frame.property?.element.isArray ?? false);
+      gather(parent, frame.name, value, undefined, frame.property?.element.isArray ?? false);
     }
   }
 
@@ -267,7 +263,7 @@ export class FhirXmlReader {
       return frame.wrapped;
     }
     const object = frame.object;
-    for (const [name, gathered] of frame.children) {
+    for (const [name, gathered] of frame.children ?? []) {
       const many = gathered.isArray || gathered.items.length > 1;
       const { items, companions } = gathered;
       if (!companions) {
@@ -287,12 +283,13 @@ export class FhirXmlReader {
 }
 
 function gather(
-  children: Map<string, Gathered>,
+  frame: Frame,
   name: string,
   item: unknown,
   companion: JsonObject | null | undefined,
   isArray: boolean,
 ): void {
+  const children = (frame.children ??= new Map());
   let gathered = children.get(name);
   if (!gathered) {
     gathered = { items: [], isArray, ...(companion === undefined ? {} : { companions: [] }) };

@@ -28,9 +28,21 @@ export function isAttribute(shape: ObjectShape, name: string): boolean {
   return (name === 'id' && !shape.isResource) || (name === 'url' && shape.fhirType === 'Extension');
 }
 
+const objectShapes = new WeakMap<PropertyShape, ObjectShape>();
+
+/** The shape of a complex property's values (memoised: the catalog builds a key string per lookup). */
+export function objectShapeOf(property: PropertyShape): ObjectShape {
+  let shape = objectShapes.get(property);
+  if (!shape) {
+    shape = property.objectShape!();
+    objectShapes.set(property, shape);
+  }
+  return shape;
+}
+
 /** A property holding a resource: `Resource` (contained, Bundle.entry.resource) or a named type (Bundle.entry.response.outcome). */
 export function holdsResource(property: PropertyShape): boolean {
-  return property.kind === 'resource' || (property.kind === 'complex' && property.objectShape!().isResource);
+  return property.kind === 'resource' || (property.kind === 'complex' && objectShapeOf(property).isResource);
 }
 
 /** A JSON value the definitions do not expect here: the server wrote something that is not R4. */
@@ -76,11 +88,15 @@ export function narrativeXhtml(div: string): string {
 
 class XmlWriter {
   out = '';
+  /** The shape of a primitive's `_name` companion: `id` and `extension`. */
+  private readonly element: ObjectShape;
 
   constructor(
     private readonly catalog: ShapeCatalog,
     private readonly pretty: boolean,
-  ) {}
+  ) {
+    this.element = catalog.typeShape('Element')!;
+  }
 
   private newline(depth: number): string {
     return this.pretty ? `\n${'  '.repeat(depth)}` : '';
@@ -157,7 +173,7 @@ class XmlWriter {
         this.resource(item, depth + 1, itemPath);
         this.out += `${this.newline(depth)}</${name}>`;
       } else {
-        this.complex(name, item, property.objectShape!(), depth, itemPath);
+        this.complex(name, item, objectShapeOf(property), depth, itemPath);
       }
     });
   }
@@ -182,7 +198,7 @@ class XmlWriter {
       this.out += `${this.newline(depth)}<${name} value="${escapeAttribute(primitiveText(value, path))}"/>`;
       return;
     }
-    const element = this.catalog.typeShape('Element')!;
+    const element = this.element;
     if (!isObject(companion)) throw notR4(`${path}`, '_ companion is not an object');
     let attributes = '';
     if (companion.id !== undefined) {

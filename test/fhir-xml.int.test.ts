@@ -98,6 +98,15 @@ describe.each(BACKENDS)('FHIR XML on %s', (backend) => {
 
     const history = fromXml(await fhir.get(`/fhir/Patient/${page.entry[0].resource.id}/_history?_format=xml`));
     expect(history).toMatchObject({ resourceType: 'Bundle', type: 'history' });
+
+    // Chosen with _format (no Accept): the links carry it on, so every page comes in XML.
+    const byFormat = fromXml(await fhir.get(`/fhir/Patient?family:exact=${family}&_count=2&_format=xml&_pretty=true`));
+    const links = byFormat.link.map((l: { url: string }) => l.url) as string[];
+    expect(links.every((url) => url.includes('_format=xml') && url.includes('_pretty=true'))).toBe(true);
+    const nextByFormat = links[byFormat.link.findIndex((l: { relation: string }) => l.relation === 'next')];
+    const secondByFormat = await fhir.get(pathOf(nextByFormat));
+    expect(fromXml(secondByFormat).entry).toHaveLength(1);
+    expect(secondByFormat.body).toContain('\n  <type value="searchset"/>\n');
   });
 
   it('runs a transaction and a batch sent in XML, answering in XML with outcomes wrapped', async () => {
@@ -146,6 +155,22 @@ describe.each(BACKENDS)('FHIR XML on %s', (backend) => {
     expect(answered.entry[0].resource.total).toBe(1);
     expect(answered.entry[1].response.status).toMatch(/^404/);
     expect(answered.entry[1].response.outcome.resourceType).toBe('OperationOutcome');
+  });
+
+  it('answers _summary, _elements and Prefer: return=OperationOutcome in XML', async () => {
+    const created = fromXml(await fhir.post('/fhir/Patient', toXml(patient('Summary')), XML_BOTH));
+    const summary = fromXml(await fhir.get(`/fhir/Patient/${created.id}?_summary=true&_format=xml`));
+    expect(summary.meta.tag.map((t: { code: string }) => t.code)).toContain('SUBSETTED');
+    expect(summary.text).toBeUndefined();
+    const elements = fromXml(await fhir.get(`/fhir/Patient/${created.id}?_elements=gender`, { accept: FHIR_XML }));
+    expect(elements.gender).toBe('female');
+    expect(elements.name).toBeUndefined();
+    const outcome = await fhir.put(`/fhir/Patient/${created.id}`, toXml({ ...created, gender: 'male' }), {
+      ...XML_BOTH,
+      prefer: 'return=OperationOutcome',
+    });
+    expect(outcome.statusCode).toBe(200);
+    expect(fromXml(outcome).issue[0].diagnostics).toContain(`Patient/${created.id}`);
   });
 
   it('answers $validate and $everything in XML', async () => {

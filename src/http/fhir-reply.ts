@@ -218,11 +218,42 @@ function isPretty(request: FastifyRequest): boolean {
 }
 
 /** The body in the negotiated format: [content type, text]. */
+/** The request's `_format` and `_pretty`, which a Bundle's links carry on (withCarriedParams). */
+function carriedParams(request: FastifyRequest): string {
+  const query = request.query as Record<string, unknown>;
+  if (query._format === undefined && query._pretty === undefined) return '';
+  const carried = new URLSearchParams();
+  for (const name of ['_format', '_pretty']) {
+    const value = queryValue(request, name);
+    if (value !== undefined) carried.set(name, value);
+  }
+  return carried.toString();
+}
+
+/**
+ * A Bundle whose links (self, next, ...) carry the request's `_format` and `_pretty`, so that a client
+ * that chose its format with them gets every page in it (the links are built from the search alone).
+ */
+function withCarriedParams(body: Record<string, unknown>, carried: string): Record<string, unknown> {
+  if (body.resourceType !== 'Bundle' || !Array.isArray(body.link)) return body;
+  const link = (body.link as { url?: unknown }[]).map((entry) => {
+    if (typeof entry.url !== 'string' || /[?&]_(format|pretty)=/.test(entry.url)) return entry;
+    return { ...entry, url: `${entry.url}${entry.url.includes('?') ? '&' : '?'}${carried}` };
+  });
+  return { ...body, link };
+}
+
+/** The body in the negotiated format: [content type, text]. A plain JSON answer is sent as it is. */
 function render(request: FastifyRequest, body: string | Record<string, unknown>): [string, string] {
   const pretty = isPretty(request);
-  if (request.fhirXml) return [FHIR_XML, request.fhirXml.write(body, pretty)];
-  if (pretty) return [FHIR_JSON, JSON.stringify(typeof body === 'string' ? JSON.parse(body) : body, null, 2)];
-  return [FHIR_JSON, typeof body === 'string' ? body : JSON.stringify(body)];
+  const carried = carriedParams(request);
+  if (!request.fhirXml && !pretty && carried === '') {
+    return [FHIR_JSON, typeof body === 'string' ? body : JSON.stringify(body)];
+  }
+  let parsed = typeof body === 'string' ? (JSON.parse(body) as Record<string, unknown>) : body;
+  if (carried !== '') parsed = withCarriedParams(parsed, carried);
+  if (request.fhirXml) return [FHIR_XML, request.fhirXml.write(parsed, pretty)];
+  return [FHIR_JSON, pretty ? JSON.stringify(parsed, null, 2) : JSON.stringify(parsed)];
 }
 
 /** What every answer to an interaction carries whatever its body: the audit line, status and version headers. */

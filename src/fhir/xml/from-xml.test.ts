@@ -104,6 +104,16 @@ describe('resourceFromXml: reading FHIR R4 XML', () => {
     const div = `<div ${XHTML}>\n  <p class="x">a &amp; b&#160;<br/></p>\n  <svg xmlns="http://www.w3.org/2000/svg" xmlns:xl="http://www.w3.org/1999/xlink"><a xl:href="#x"/></svg></div>`;
     const resource = read(`<Patient ${FHIR}><text><status value="generated"/>${div}</text></Patient>`);
     expect(resource).toStrictEqual({ resourceType: 'Patient', text: { status: 'generated', div } });
+    // Characters outside the BMP before and inside it: the div is cut by string positions.
+    const astral = `<div ${XHTML}><p>😀 &#x1F600;</p></div>`;
+    const withAstral = read(
+      `<Patient ${FHIR}><meta><tag><display value="😀😀"/></tag></meta><text><status value="generated"/>${astral}</text></Patient>`,
+    );
+    expect(withAstral).toStrictEqual({
+      resourceType: 'Patient',
+      meta: { tag: [{ display: '😀😀' }] },
+      text: { status: 'generated', div: astral },
+    });
     expect(read(`<Patient ${FHIR}><text><status value="empty"/><div ${XHTML}/></text></Patient>`)).toStrictEqual({
       resourceType: 'Patient',
       text: { status: 'empty', div: `<div ${XHTML}/>` },

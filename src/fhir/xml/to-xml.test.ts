@@ -148,7 +148,12 @@ describe('narrativeXhtml', () => {
   });
 
   it('writes XHTML that is not well-formed (the JSON side checks only `<div`) as escaped text', () => {
-    for (const div of ['<div>a &nbsp; b</div>', '<div><p>unclosed</div>', '<div>a</div><script/>']) {
+    for (const div of [
+      '<div>a &nbsp; b</div>',
+      '<div><p>unclosed</div>',
+      '<div>a</div><script/>',
+      '<?xml version="1.0"?><div xmlns="http://www.w3.org/1999/xhtml">x</div>',
+    ]) {
       expect(narrativeXhtml(div)).toBe(
         `<div xmlns="http://www.w3.org/1999/xhtml">${div.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}</div>`,
       );

@@ -79,7 +79,8 @@ export function narrativeXhtml(div: string): string {
   } catch {
     wellFormed = false;
   }
-  if (wellFormed && root?.local === 'div' && root.prefix === '') {
+  // Only the element itself: an XML declaration or a DOCTYPE before it cannot sit inside a document.
+  if (wellFormed && trimmed.startsWith('<div') && root?.local === 'div' && root.prefix === '') {
     if (root.uri === XHTML_NS) return trimmed;
     if (root.uri === '') return `<div xmlns="${XHTML_NS}"${trimmed.slice('<div'.length)}`;
   }

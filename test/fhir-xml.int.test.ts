@@ -231,6 +231,13 @@ describe.each(BACKENDS)('FHIR XML on %s', (backend) => {
     const unknown = await fhir.get('/fhir/Unicorn/1', { accept: 'application/xml' });
     expect(unknown.statusCode).toBe(404);
     expect(fromXml(unknown).resourceType).toBe('OperationOutcome');
+    // No route at all (the not-found handler), and a method the path does not serve.
+    const noRoute = await fhir.get('/fhir/Patient/1/_history/1/x/y', { accept: FHIR_XML });
+    expect(noRoute.statusCode).toBe(404);
+    expect(fromXml(noRoute).resourceType).toBe('OperationOutcome');
+    const noMethod = await fhir.request('DELETE', '/fhir/metadata', undefined, { accept: FHIR_XML });
+    expect(noMethod.statusCode).toBe(405);
+    expect(fromXml(noMethod).issue[0].code).toBe('not-supported');
   });
 
   it('chooses by _format over Accept, by q-values, and by the body when Accept leaves it open', async () => {
@@ -326,7 +333,14 @@ describe.each(BACKENDS)('FHIR XML on %s', (backend) => {
     expect(read.body).toBe('hello');
   });
 
-  it('lists XML in the CapabilityStatement, which it answers in XML too', async () => {
+  it('lists XML in the CapabilityStatement, which it answers in XML too, compressed, varying by Accept', async () => {
+    const res = await fhir.get('/fhir/metadata', { accept: FHIR_XML, 'accept-encoding': 'gzip' });
+    expect(res.headers['content-encoding']).toBe('gzip');
+    const vary = String(res.headers.vary)
+      .split(',')
+      .map((v) => v.trim().toLowerCase());
+    expect(vary).toContain('accept');
+    expect(vary).toContain('accept-encoding');
     const statement = fromXml(await fhir.get('/fhir/metadata', { accept: FHIR_XML }));
     expect(statement.format).toEqual(['application/fhir+json', 'json', 'application/fhir+xml', 'xml']);
     expect(statement.patchFormat).toContain('application/fhir+xml');

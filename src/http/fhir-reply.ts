@@ -120,6 +120,23 @@ export function negotiateFormat(
   }
   const header = (accept ?? '').trim();
   if (header === '') return { format: preferred };
+  // A client sends the same Accept with every request: its answer is remembered (a few dozen kept).
+  const key = `${preferred} ${header}`;
+  let known = recentAccepts.get(key);
+  if (!known) {
+    known = negotiateAccept(header, preferred);
+    if (key.length <= 200) {
+      if (recentAccepts.size >= RECENT_ACCEPTS) recentAccepts.clear();
+      recentAccepts.set(key, known);
+    }
+  }
+  return known;
+}
+
+const RECENT_ACCEPTS = 64;
+const recentAccepts = new Map<string, Negotiated>();
+
+function negotiateAccept(header: string, preferred: FhirFormat): Negotiated {
   const ranges = parseAccept(header);
   let best: { format: FhirFormat; q: number; at: number } | undefined;
   for (const [mediaType, candidate] of MEDIA_TYPES) {

@@ -24,6 +24,7 @@ const PROCESS_PAIR_SUITES = [
   'src/search/search-http.int.test.ts',
   'test/fhir-binary.int.test.ts',
   'test/fhir-compartments.int.test.ts',
+  'test/fhir-xml.int.test.ts',
 ];
 
 export default defineConfig({

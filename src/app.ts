@@ -20,6 +20,8 @@ import { errorHandler, sendError } from './http/error-handler.js';
 import { authenticatedScope } from './http/authenticated.js';
 import { exportRoutes } from './http/export-routes.js';
 import { assertInRouteTable, fhirRoutes } from './http/fhir-routes.js';
+import { registerFhirFormats } from './http/fhir-reply.js';
+import { fhirXml } from './fhir/xml/fhir-xml.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
 import { clientErrorHandler } from './http/client-errors.js';
@@ -128,13 +130,17 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const publicPath = new URL(config.publicUrl).pathname.replace(/\/+$/, '');
   await app.register(consoleRoutes, { files: loadConsoleFiles(CONSOLE_DIR, publicPath), publicPath });
 
+  // JSON or XML, negotiated before authentication so that every answer of a FHIR route is in the client's format.
+  const xml = fhirXml(definitions);
+  registerFhirFormats(app, xml);
+
   // Every /fhir route is one of the table's (fhir/router.ts), registered with it.
   app.addHook('onRoute', (route) => assertInRouteTable(route, services.router.routes));
   await auth.registerRoutes(app);
   await app.register(authenticatedScope, {
     authenticator: auth.authenticator,
     routes: async (scope) => {
-      await scope.register(fhirRoutes, { services });
+      await scope.register(fhirRoutes, { services, xml });
       await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db });
       await scope.register(scribeRoutes, { services, db, metrics });
     },

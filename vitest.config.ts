@@ -24,6 +24,7 @@ const PROCESS_PAIR_SUITES = [
   'src/search/search-http.int.test.ts',
   'test/fhir-binary.int.test.ts',
   'test/fhir-compartments.int.test.ts',
+  'test/fhir-xml.int.test.ts',
 ];
 
 export default defineConfig({
@@ -37,7 +38,11 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['src/**/*.test.ts', 'test/**/*.test.ts'], exclude: DATABASE_TESTS },
+        test: {
+          name: 'unit',
+          include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'console/src/**/*.test.ts'],
+          exclude: DATABASE_TESTS,
+        },
       },
       {
         extends: true,

@@ -15,12 +15,15 @@ import { BodyBytesInFlight, registerBodyBudget } from './http/body-budget.js';
 import { registerBodyParsers } from './http/body-parsers.js';
 import { registerCacheControl } from './http/cache-control.js';
 import { registerCompression } from './http/compression.js';
+import { CONSOLE_DIR, consoleRoutes, loadConsoleFiles } from './http/console.js';
 import { errorHandler, sendError } from './http/error-handler.js';
 import { authenticatedScope } from './http/authenticated.js';
 import { exportRoutes } from './http/export-routes.js';
 import { AsyncRequestService } from './export/async-requests.js';
 import { ExportJobs } from './export/jobs.js';
 import { assertInRouteTable, fhirRoutes } from './http/fhir-routes.js';
+import { registerFhirFormats } from './http/fhir-reply.js';
+import { fhirXml } from './fhir/xml/fhir-xml.js';
 import { registerRequestIdHeader, REQUEST_ID_LOG_FIELD, requestIdFor } from './http/request-id.js';
 import { serverTimeouts } from './http/server-timeouts.js';
 import { clientErrorHandler } from './http/client-errors.js';
@@ -113,8 +116,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     });
   }
 
-  const { jobs, asyncRequests } = jobStore(config, db);
-  const services = { ...createFhirServices(config, db, definitions), asyncRequests };
+  const jobs = jobStore(config, db);
+  const services = { ...createFhirServices(config, db, definitions), asyncRequests: jobs.asyncRequests };
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
@@ -126,21 +129,22 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     }
   });
 
+  // The web console: its page and assets need no token (the API behind it does).
+  const publicPath = new URL(config.publicUrl).pathname.replace(/\/+$/, '');
+  await app.register(consoleRoutes, { files: loadConsoleFiles(CONSOLE_DIR, publicPath), publicPath });
+
+  // JSON or XML, negotiated before authentication so that every answer of a FHIR route is in the client's format.
+  const xml = fhirXml(definitions);
+  registerFhirFormats(app, xml);
+
   // Every /fhir route is one of the table's (fhir/router.ts), registered with it.
   app.addHook('onRoute', (route) => assertInRouteTable(route, services.router.routes));
   await auth.registerRoutes(app);
   await app.register(authenticatedScope, {
     authenticator: auth.authenticator,
     routes: async (scope) => {
-      await scope.register(fhirRoutes, { services });
-      await scope.register(exportRoutes, {
-        services,
-        definitions,
-        catalog: services.search.catalog,
-        db,
-        jobs,
-        asyncRequests,
-      });
+      await scope.register(fhirRoutes, { services, xml });
+      await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db, ...jobs });
       await scope.register(scribeRoutes, { services, db, metrics });
     },
   });

@@ -57,6 +57,8 @@ export interface Config {
    * more than one needs PostgreSQL.
    */
   readonly workers: number;
+  /** AMBIENT_SHUTDOWN_TIMEOUT_MS: how long SIGTERM waits for requests in flight before the process exits anyway. */
+  readonly shutdownTimeoutMs: number;
   /**
    * AMBIENT_POSTGRES_POOLER=transaction: PostgreSQL is reached through a pooler in transaction mode
    * (PgBouncer's pool_mode=transaction), so nothing may outlive a transaction on a connection.
@@ -450,6 +452,7 @@ function readConfig(environment: Env, options: ConfigOptions) {
     searchTimeoutMs: integer('AMBIENT_SEARCH_TIMEOUT_MS', 10_000, 1, 3_600_000),
     searchWorkers: integer('AMBIENT_SEARCH_WORKERS', 2, 0, 64),
     workers: integer('AMBIENT_WORKERS', 1, 1, 64),
+    shutdownTimeoutMs: integer('AMBIENT_SHUTDOWN_TIMEOUT_MS', 25_000, 100, 3_600_000),
     postgresPooler: postgresPooler(env.AMBIENT_POSTGRES_POOLER, problems),
     databaseReadUrls: Object.freeze(databaseReadUrls),
     replicaMaxLagMs: integer('AMBIENT_REPLICA_MAX_LAG_MS', 5000, 0, 3_600_000),

@@ -14,6 +14,7 @@ export interface CatalogEntry {
 export const ERROR_CATALOG = {
   'bad-request': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
   'invalid-json': { status: 400, issueType: 'structure', oauthError: 'invalid_request' },
+  'invalid-xml': { status: 400, issueType: 'structure', oauthError: 'invalid_request' },
   'invalid-search': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
   'resource-type-mismatch': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },
   'id-mismatch': { status: 400, issueType: 'invalid', oauthError: 'invalid_request' },

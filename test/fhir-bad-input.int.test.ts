@@ -62,10 +62,14 @@ describe.each(BACKENDS)('bad input on %s', (backend) => {
       headers: fhir.auth,
       payload: Buffer.from(JSON.stringify({ resourceType: 'Patient' })),
     });
-    expectOutcome(bare, 415, 'takes application/fhir+json (or application/json');
+    expectOutcome(bare, 415, 'takes application/fhir+json or application/fhir+xml (or application/json');
     expectOutcome(bare, 415, 'sent with no Content-Type');
     const patch = await fhir.patch(`/fhir/Patient/${await newPatient()}`, '[]', { 'content-type': 'text/plain' });
-    expectOutcome(patch, 415, 'application/json-patch+json (JSON Patch) or application/fhir+json');
+    expectOutcome(
+      patch,
+      415,
+      'application/json-patch+json (JSON Patch) or application/fhir+json or application/fhir+xml',
+    );
     expectOutcome(patch, 415, 'Content-Type: text/plain');
     const search = await fhir.post('/fhir/Patient/_search', 'name=x', { 'content-type': 'text/csv' });
     expectOutcome(search, 415, 'takes application/x-www-form-urlencoded');

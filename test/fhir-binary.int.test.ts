@@ -100,11 +100,20 @@ describe.each(BACKENDS)('Binary as raw content on %s', (backend) => {
       expect(resource).toMatchObject({ resourceType: 'Binary', id, contentType: 'application/pdf' });
       expect(Buffer.from(resource.data, 'base64').equals(pdf)).toBe(true);
     }
-    // No FHIR XML here: a client that admits nothing else, or names it with _format, gets 406.
-    const xml = await get(`/fhir/Binary/${id}`, { accept: 'application/fhir+xml' });
-    expect(xml.statusCode).toBe(406);
-    expect(xml.json().resourceType).toBe('OperationOutcome');
-    expect((await get(`/fhir/Binary/${id}?_format=xml`)).statusCode).toBe(406);
+    // FHIR XML named explicitly, or with _format, is the resource in XML; another _format is 406.
+    for (const [url, accept] of [
+      [`/fhir/Binary/${id}`, 'application/fhir+xml'],
+      [`/fhir/Binary/${id}?_format=xml`, 'application/pdf'],
+    ]) {
+      const xml = await get(url, { accept });
+      expect(xml.statusCode).toBe(200);
+      expect(xml.headers['content-type']).toBe('application/fhir+xml; charset=utf-8');
+      expect(xml.body).toContain(`<Binary xmlns="http://hl7.org/fhir"><id value="${id}"/>`);
+      expect(xml.body).toContain(`<data value="${pdf.toString('base64')}"/>`);
+    }
+    const turtle = await get(`/fhir/Binary/${id}?_format=ttl`);
+    expect(turtle.statusCode).toBe(406);
+    expect(turtle.json().resourceType).toBe('OperationOutcome');
   });
 
   it('updates with raw content (PUT), keeps every version readable raw, and creates on PUT to a new id', async () => {

@@ -86,8 +86,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
   describe('content negotiation', () => {
     const notAcceptable = [
       'text/plain',
-      'application/fhir+xml',
-      'application/xml, text/html',
+      'image/png, text/html',
       'application/fhir+json;q=0',
       'application/fhir+json;q=0, application/json;q=0.0',
       'application/fhir+json; fhirVersion=3.0',
@@ -107,9 +106,7 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       'application/json',
       'application/fhir+json',
       'application/fhir+json; fhirVersion=4.0',
-      'application/fhir+json; charset=utf-8; q=0.9, application/fhir+xml',
-      'application/xml;q=1, */*;q=0.1',
-      'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
+      'application/fhir+xml;q=0.5, application/fhir+json',
     ];
     it.each(acceptable)('answers JSON to Accept: %s', async (accept) => {
       const res = await fhir.get('/fhir/Patient', accept === undefined ? {} : { accept });
@@ -117,9 +114,26 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
       expect(res.headers['content-type']).toMatch(/^application\/fhir\+json/);
     });
 
-    it('lets _format=json win over an Accept without JSON, and _format=xml still answers 406', async () => {
-      expect((await fhir.get('/fhir/Patient?_format=json', { accept: 'application/fhir+xml' })).statusCode).toBe(200);
-      expect((await fhir.get('/fhir/Patient?_format=xml')).statusCode).toBe(406);
+    const xml = [
+      'application/fhir+xml',
+      'application/xml, text/html',
+      'application/fhir+json; charset=utf-8; q=0.9, application/fhir+xml',
+      'application/xml;q=1, */*;q=0.1',
+      'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
+    ];
+    it.each(xml)('answers XML to Accept: %s', async (accept) => {
+      const res = await fhir.get('/fhir/Patient', { accept });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.headers['content-type']).toBe('application/fhir+xml; charset=utf-8');
+      expect(res.body).toMatch(/^<\?xml version="1.0" encoding="UTF-8"\?><Bundle xmlns="http:\/\/hl7.org\/fhir">/);
+    });
+
+    it('lets _format win over Accept: json and xml; another _format is 406', async () => {
+      const json = await fhir.get('/fhir/Patient?_format=json', { accept: 'application/fhir+xml' });
+      expect(json.headers['content-type']).toMatch(/^application\/fhir\+json/);
+      const xml = await fhir.get('/fhir/Patient?_format=xml', { accept: 'application/fhir+json' });
+      expect(xml.headers['content-type']).toMatch(/^application\/fhir\+xml/);
+      expect((await fhir.get('/fhir/Patient?_format=text/turtle')).statusCode).toBe(406);
     });
 
     it('leaves the token endpoint and the scribe API answering JSON', async () => {
@@ -151,7 +165,11 @@ describe.each(BACKENDS)('FHIR conformance on %s', (backend) => {
     });
 
     it('states patchFormat, the conditional flags, system search parameters and the reference policy', async () => {
-      expect(statement.patchFormat).toEqual(['application/json-patch+json', 'application/fhir+json']);
+      expect(statement.patchFormat).toEqual([
+        'application/json-patch+json',
+        'application/fhir+json',
+        'application/fhir+xml',
+      ]);
       expect(patient.conditionalCreate).toBe(true);
       const system = rest.searchParam.map((p: { name: string }) => p.name);
       expect(system).toEqual(

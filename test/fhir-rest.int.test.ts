@@ -379,8 +379,9 @@ describe.each(BACKENDS)('FHIR REST on %s', (backend) => {
       const notAllowed = await fhir.post('/fhir/Patient/123', '{}');
       expect(notAllowed.statusCode).toBe(405);
       expect(notAllowed.json().resourceType).toBe('OperationOutcome');
-      const xml = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_format=xml' });
-      expect(xml.statusCode).toBe(406);
+      const turtle = await t.app.inject({ method: 'GET', url: '/fhir/metadata?_format=ttl' });
+      expect(turtle.statusCode).toBe(406);
+      expect(turtle.json().resourceType).toBe('OperationOutcome');
     });
   });
 

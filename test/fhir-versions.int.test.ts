@@ -51,7 +51,7 @@ describe.each(BACKENDS)('$versions on %s', (backend) => {
     expect(res.json()).toEqual(body);
   });
 
-  it('answers a Parameters resource for every _format of FHIR JSON, and 406 for what it cannot', async () => {
+  it('answers a Parameters resource for every _format of JSON, and 406 for what it cannot', async () => {
     for (const format of ['json', 'application/json', 'application/fhir+json']) {
       const res = await anonymous.get(`/fhir/$versions?_format=${encodeURIComponent(format)}`);
       expect(res.statusCode, format).toBe(200);
@@ -61,6 +61,18 @@ describe.each(BACKENDS)('$versions on %s', (backend) => {
     // A token is no hindrance; another method is a 405.
     expect((await fhir.get('/fhir/$versions')).json()).toEqual(PLAIN);
     expect((await fhir.post('/fhir/$versions', {})).statusCode).toBe(405);
+  });
+
+  it('answers the Parameters in XML when the client asks for XML', async () => {
+    for (const headers of [{ accept: 'application/fhir+xml' }, { accept: 'application/xml' }]) {
+      const res = await anonymous.get('/fhir/$versions', headers);
+      expect(res.statusCode, headers.accept).toBe(200);
+      expect(res.headers['content-type'], headers.accept).toBe('application/fhir+xml; charset=utf-8');
+      expect(res.body).toContain('<Parameters xmlns="http://hl7.org/fhir">');
+      expect(res.body).toContain('<valueString value="4.0"/>');
+    }
+    const xml = await anonymous.get('/fhir/$versions?_format=xml');
+    expect(xml.body).toContain('<name value="default"/>');
   });
 
   it('is in the CapabilityStatement', async () => {

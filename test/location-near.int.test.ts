@@ -76,6 +76,12 @@ describe.each(BACKENDS)('Location near on %s', (backend) => {
     expect(metres).toBeGreaterThan(844_000);
     expect(metres).toBeLessThan(846_000);
 
+    // In XML too: the extension is an element of Bundle.entry.search.
+    const xml = await fhir.get(`/fhir/Location?near=${FLORENCE}|900|km&_format=xml`);
+    expect(xml.statusCode).toBe(200);
+    expect(xml.body).toContain('<extension url="http://hl7.org/fhir/StructureDefinition/location-distance">');
+    expect(xml.body).toContain('<code value="m"/>');
+
     const counted = await search(`near=${FLORENCE}|900|km&_summary=count`);
     expect(counted.total).toBe(1);
     expect(counted.entry).toBeUndefined();

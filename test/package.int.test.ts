@@ -126,6 +126,7 @@ describe.skipIf(!FULL)('npm pack, then npm install -g of the tarball', () => {
       'README.md',
       'LICENSE',
       'docs/deploy.md',
+      'dist/console/index.html',
     ]) {
       expect(paths).toContain(path);
     }
@@ -176,6 +177,11 @@ describe.skipIf(!FULL)('npm pack, then npm install -g of the tarball', () => {
       expect(create.statusCode, create.body).toBe(201);
       const patient = create.json<{ id: string; name: { family: string }[]; meta: { versionId: string } }>();
       expect(patient).toMatchObject({ name: [{ family }], meta: { versionId: '1' } });
+
+      // The web console, built by the pack and served by the installed command.
+      const page = await target.inject({ method: 'GET', url: '/console', headers: {} });
+      expect(page.statusCode).toBe(200);
+      expect(page.body).toMatch(/<script type="module" crossorigin src="\/console\/assets\/[\w-]+\.js">/);
 
       const search = await fhir.get(`/fhir/Patient?family=${family}`);
       expect(search.statusCode, search.body).toBe(200);

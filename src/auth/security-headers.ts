@@ -1,7 +1,8 @@
 // Security headers on every response (OWASP REST Security Cheat Sheet): the API serves no HTML of its own, so it
 // forbids sniffing, framing and referrers outright; HSTS goes out only over HTTPS (RFC 6797 §7.2). The
 // CSP's `sandbox` matters for Binary content (http/binary-reply.ts): opened in a browser, uploaded HTML or
-// SVG runs in an opaque origin, without scripts, never as the API's origin.
+// SVG runs in an opaque origin, without scripts, never as the API's origin. The one page of the server's
+// own, the web console's (http/console.ts), sets a CSP of its own, which this hook leaves as it is.
 import type { FastifyInstance } from 'fastify';
 import { isHttps } from './transport.js';
 
@@ -16,7 +17,9 @@ export const HSTS = 'max-age=31536000; includeSubDomains';
 
 export function registerSecurityHeaders(app: FastifyInstance): void {
   app.addHook('onSend', async (request, reply, payload) => {
-    reply.headers(ALWAYS);
+    for (const [name, value] of Object.entries(ALWAYS)) {
+      if (name !== 'Content-Security-Policy' || !reply.hasHeader(name)) reply.header(name, value);
+    }
     if (isHttps(request)) reply.header('Strict-Transport-Security', HSTS);
     return payload;
   });

@@ -35,9 +35,11 @@ unreadable TLS files) prints one line on stderr and exits 1.`,
 /**
  * Stop accepting, let in-flight requests finish, close the database. The first of the triggers starts
  * it; a later one exits at once, except in a cluster worker, which the primary and a service manager
- * (systemd signals every process of the unit) may both ask: there the later ones are ignored.
+ * (systemd signals every process of the unit) may both ask: there the later ones are ignored. A request
+ * that never ends (a client sending its body a byte a minute, or reading nothing) would hold the process
+ * for Node's five-minute request timeout: after `timeoutMs` it exits 1 all the same, saying so.
  */
-function shutDownOn(app: FastifyInstance): void {
+function shutDownOn(app: FastifyInstance, timeoutMs: number): void {
   let closing = false;
   const shutDown = (trigger: string) => {
     if (closing) {
@@ -46,6 +48,13 @@ function shutDownOn(app: FastifyInstance): void {
     }
     closing = true;
     app.log.info({ signal: trigger }, 'shutting down');
+    setTimeout(() => {
+      app.log.error({ timeout_ms: timeoutMs }, 'shutdown did not finish in time: exiting with requests in flight');
+      process.exit(1);
+    }, timeoutMs).unref();
+    // close() ends the connections idle at that moment; one whose request finishes later would stay
+    // open for the keep-alive timeout (72 s) and hold the process: they are ended as they turn idle.
+    setInterval(() => app.server.closeIdleConnections(), 250).unref();
     app.close().then(
       () => process.exit(0),
       (error: unknown) => {
@@ -167,7 +176,7 @@ export function createServeCommand(io: CliIo = processIo()): Command {
           : 'ambient-fhir listening; the database holds no account yet: create one with ' +
               '`ambient-fhir account create <username> --password-stdin` (the password on standard input)',
       );
-      shutDownOn(app);
+      shutDownOn(app, config.shutdownTimeoutMs);
       // The server runs until a signal closes it.
       return new Promise<number>(() => undefined);
     },

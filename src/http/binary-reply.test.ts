@@ -3,7 +3,7 @@ import { binaryRepresentation } from './binary-reply.js';
 import { parseForm } from './body-parsers.js';
 
 describe('binaryRepresentation (https://hl7.org/fhir/R4/http.html#binary)', () => {
-  it('answers the content unless a FHIR JSON form is named explicitly', () => {
+  it('answers the content unless a FHIR JSON or XML form is named explicitly', () => {
     for (const accept of [
       undefined,
       '',
@@ -12,6 +12,9 @@ describe('binaryRepresentation (https://hl7.org/fhir/R4/http.html#binary)', () =
       'image/*',
       'text/html, */*;q=0.8',
       'application/*',
+      // Plain XML may be the content's own type (a CDA document): it names no FHIR form.
+      'application/xml',
+      'text/xml',
     ]) {
       expect(binaryRepresentation(accept, undefined), String(accept)).toBe('content');
     }
@@ -20,27 +23,27 @@ describe('binaryRepresentation (https://hl7.org/fhir/R4/http.html#binary)', () =
       'application/json',
       'application/pdf, application/fhir+json;q=0.5',
       'application/fhir+json; fhirVersion=4.0',
+      'application/fhir+xml',
+      'application/fhir+xml, */*;q=0.1',
+      'application/xml+fhir',
     ]) {
       expect(binaryRepresentation(accept, undefined), accept).toBe('resource');
     }
   });
 
-  it('does not count a JSON form refused (q=0) or for another FHIR version', () => {
+  it('does not count a FHIR form refused (q=0) or for another FHIR version', () => {
     expect(binaryRepresentation('application/fhir+json;q=0, */*', undefined)).toBe('content');
     expect(binaryRepresentation('application/fhir+json; fhirVersion=3.0, */*', undefined)).toBe('content');
+    expect(binaryRepresentation('application/fhir+xml;q=0, */*', undefined)).toBe('content');
   });
 
-  it('lets _format override Accept: JSON forms give the resource, others 406', () => {
+  it('lets _format override Accept: JSON and XML give the resource, others 406', () => {
     expect(binaryRepresentation('application/pdf', 'json')).toBe('resource');
     expect(binaryRepresentation(undefined, 'application/fhir+json')).toBe('resource');
-    expect(() => binaryRepresentation(undefined, 'xml')).toThrow(expect.objectContaining({ status: 406 }));
-  });
-
-  it('is 406 for an Accept that admits FHIR XML only', () => {
-    expect(() => binaryRepresentation('application/fhir+xml', undefined)).toThrow(
-      expect.objectContaining({ status: 406 }),
-    );
-    expect(binaryRepresentation('application/fhir+xml, */*;q=0.1', undefined)).toBe('content');
+    expect(binaryRepresentation('application/pdf', 'xml')).toBe('resource');
+    expect(binaryRepresentation(undefined, 'application/fhir+xml')).toBe('resource');
+    expect(() => binaryRepresentation(undefined, 'html')).toThrow(expect.objectContaining({ status: 406 }));
+    expect(() => binaryRepresentation(undefined, 'ttl')).toThrow(expect.objectContaining({ status: 406 }));
   });
 });
 

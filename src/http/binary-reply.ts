@@ -1,10 +1,10 @@
 // https://hl7.org/fhir/R4/http.html#binary: a read of a Binary answers its content in its own media type,
-// unless the client explicitly asks for the resource in a FHIR format (JSON here; we speak no XML).
+// unless the client explicitly asks for the resource in a FHIR format (JSON or XML).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { binaryContent } from '../fhir/binary.js';
 import type { FhirResponse } from '../fhir/response.js';
-import { JSON_FORMATS, parseAccept, queryValue, sendFhir, startFhirReply } from './fhir-reply.js';
+import { JSON_FORMATS, parseAccept, queryValue, sendFhir, startFhirReply, XML_FORMATS } from './fhir-reply.js';
 import type { MediaRange } from './fhir-reply.js';
 
 const FHIR_JSON_TYPES = new Set(['application/fhir+json', 'application/json', 'application/json+fhir']);
@@ -31,33 +31,30 @@ function names(ranges: readonly MediaRange[], types: ReadonlySet<string>): boole
 }
 
 /**
- * How to answer a Binary read: `resource` (the Binary in FHIR JSON, base64 `data`) when `_format` or
- * Accept explicitly names a FHIR JSON form, otherwise `content` (its bytes in its own media type),
- * whatever else Accept says. `_format` overrides Accept and must be JSON (406 otherwise), and an Accept
- * that admits only FHIR XML is a 406 too: that client wants the resource, in a format we lack.
+ * How to answer a Binary read: `resource` (the Binary in FHIR JSON or XML, as negotiated, base64 `data`)
+ * when `_format` is given or Accept explicitly names a FHIR JSON or FHIR XML media type, otherwise
+ * `content` (its bytes in its own media type), whatever else Accept says. `_format` overrides Accept
+ * and must name JSON or XML (406 otherwise). `application/xml` alone is content: it may be the content's
+ * own type (a CDA document).
  */
 export function binaryRepresentation(accept: string | undefined, format: string | undefined): 'resource' | 'content' {
   if (format !== undefined) {
-    if (!JSON_FORMATS.has(format.split(';')[0].trim().toLowerCase())) {
-      throw new AppError('not-acceptable', `_format=${format} is not supported: this server speaks JSON only`);
+    const name = format.split(';')[0].trim().toLowerCase();
+    if (!JSON_FORMATS.has(name) && !XML_FORMATS.has(name)) {
+      throw new AppError(
+        'not-acceptable',
+        `_format=${format.slice(0, 100)} is not supported: this server speaks JSON and XML`,
+      );
     }
     return 'resource';
   }
   const ranges = parseAccept(accept ?? '');
-  if (names(ranges, FHIR_JSON_TYPES)) return 'resource';
-  const acceptable = ranges.filter((range) => range.q > 0);
-  if (acceptable.length > 0 && acceptable.every((range) => FHIR_XML_TYPES.has(`${range.type}/${range.subtype}`))) {
-    throw new AppError(
-      'not-acceptable',
-      `Accept: ${accept} asks for the Binary in FHIR XML: this server answers application/fhir+json, or the content itself`,
-    );
-  }
-  return 'content';
+  return names(ranges, FHIR_JSON_TYPES) || names(ranges, FHIR_XML_TYPES) ? 'resource' : 'content';
 }
 
 /**
- * The answer to a read or vread: a Binary as its content or as FHIR JSON (binaryRepresentation), any
- * other resource as FHIR JSON. Content goes out as an attachment, never rendered in the API's origin
+ * The answer to a read or vread: a Binary as its content or as the resource (binaryRepresentation), any
+ * other resource in FHIR JSON or XML. Content goes out as an attachment, never rendered in the API's origin
  * (with the sandboxing Content-Security-Policy and nosniff every response has: docs/security.md).
  */
 export function sendRead(

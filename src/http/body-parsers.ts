@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { binaryFromRaw, isBinaryResource, RawContent, securityContextReference } from '../fhir/binary.js';
 import { JsonLimitScanner, parseJsonBytes } from '../fhir/json-limits.js';
+import type { FhirXml } from '../fhir/xml/fhir-xml.js';
 
 const REQUEST_BODY = 'The request body';
 
@@ -15,6 +16,10 @@ export const MAX_FORM_PARAMETERS = 1000;
 const AMPERSAND = 0x26;
 
 export const JSON_CONTENT_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+/** FHIR XML bodies (https://hl7.org/fhir/R4/http.html#mime-type): read on the FHIR routes only. */
+export const XML_CONTENT_TYPES = ['application/fhir+xml', 'application/xml', 'text/xml', 'application/xml+fhir'];
+/** Those that name FHIR XML itself (the others are any XML). */
+export const FHIR_XML_CONTENT_TYPES = ['application/fhir+xml', 'application/xml+fhir'];
 
 type Done = (err: Error | null, body?: unknown) => void;
 
@@ -91,9 +96,11 @@ export function registerBodyParsers(app: FastifyInstance): void {
 
 /** What each kind of body is sent as (the route table's `body`, fhir/router.ts). */
 const ACCEPTED: Readonly<Record<string, string>> = {
-  resource: 'application/fhir+json (or application/json; a Binary takes any type)',
-  json: 'application/fhir+json (or application/json)',
-  patch: 'application/json-patch+json (JSON Patch) or application/fhir+json (FHIRPath Patch Parameters)',
+  resource:
+    'application/fhir+json or application/fhir+xml (or application/json, application/xml; a Binary takes any type)',
+  json: 'application/fhir+json or application/fhir+xml (or application/json, application/xml)',
+  patch:
+    'application/json-patch+json (JSON Patch) or application/fhir+json or application/fhir+xml (FHIRPath Patch Parameters)',
   form: 'application/x-www-form-urlencoded',
 };
 
@@ -152,6 +159,33 @@ export function registerRawContentParsers(app: FastifyInstance, bodyLimit: numbe
       );
     },
   );
+}
+
+/**
+ * FHIR XML bodies, on the FHIR routes (fhir-routes.ts): read whole (up to the body limit), then converted
+ * to FHIR JSON under the limits of a JSON body (fhir/xml/from-xml.ts), so that everything after sees
+ * what a JSON body gives. To a Binary, XML is content unless it is a FHIR Binary resource.
+ */
+export function registerXmlBodyParser(app: FastifyInstance, xml: FhirXml): void {
+  app.addContentTypeParser(XML_CONTENT_TYPES, (request: FastifyRequest, payload: Readable, done: Done) => {
+    const binary = isBinaryContentWrite(request);
+    try {
+      if (binary) assertUnencoded(request);
+    } catch (error) {
+      return done(error as Error);
+    }
+    readBounded(request, payload, request.routeOptions.bodyLimit).then(
+      (bytes) => {
+        try {
+          if (binary && !xml.isResourceOf(bytes, 'Binary')) done(null, new RawContent(contentTypeOf(request), bytes));
+          else done(null, xml.read(bytes, REQUEST_BODY));
+        } catch (error) {
+          done(error as Error);
+        }
+      },
+      (error: Error) => done(error),
+    );
+  });
 }
 
 /** Counts a form's parameters (its `&`s) as it arrives: 413 past MAX_FORM_PARAMETERS. */

@@ -3,6 +3,7 @@ import { AppError, operationOutcomeFor } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
 import { DatabaseUnavailableError } from '../storage/sql/database.js';
 import { unsupportedMediaType } from './body-parsers.js';
+import { FHIR_JSON, FHIR_XML } from './fhir-reply.js';
 
 /** Seconds a client is asked to wait after a 503 for a lost database connection (a failover takes a few). */
 const DATABASE_RETRY_AFTER_SECONDS = 2;
@@ -44,7 +45,10 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
       .type('application/json; charset=utf-8')
       .send(JSON.stringify({ error: error.entry.oauthError, error_description: error.message }));
   }
-  return reply.type('application/fhir+json; charset=utf-8').send(JSON.stringify(operationOutcomeFor(error)));
+  const outcome = operationOutcomeFor(error);
+  // In XML where the client asked for it (fhir-reply.ts's registerFhirFormats), else JSON.
+  if (request.fhirXml) return reply.type(FHIR_XML).send(request.fhirXml.write(outcome));
+  return reply.type(FHIR_JSON).send(JSON.stringify(outcome));
 }
 
 /**

@@ -1,11 +1,15 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { auditAccess } from '../auth/audit.js';
 import { AppError } from '../errors.js';
 import { preferredReturn } from '../fhir/prefer.js';
 import type { PreferredReturn } from '../fhir/prefer.js';
 import type { FhirResponse } from '../fhir/response.js';
+import type { FhirXml } from '../fhir/xml/fhir-xml.js';
+import { pathOf } from '../url-parts.js';
+import { FHIR_XML_CONTENT_TYPES, isBinaryContentWrite, XML_CONTENT_TYPES } from './body-parsers.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
+export const FHIR_XML = 'application/fhir+xml; charset=utf-8';
 
 /** Prefer: return=minimal | representation | OperationOutcome (https://hl7.org/fhir/R4/http.html#ops). */
 export function requestPreferredReturn(request: FastifyRequest): PreferredReturn {
@@ -19,9 +23,26 @@ export function queryValue(request: FastifyRequest, name: string): string | unde
 }
 
 export const JSON_FORMATS = new Set(['json', 'application/json', 'application/fhir+json', 'application/json+fhir']);
+/** `_format` values meaning XML (https://hl7.org/fhir/R4/http.html#mime-type). */
+export const XML_FORMATS = new Set([
+  'xml',
+  'text/xml',
+  'application/xml',
+  'application/fhir+xml',
+  'application/xml+fhir',
+]);
 
-/** The JSON media types this server answers in, by preference. */
-const JSON_MEDIA_TYPES = ['application/fhir+json', 'application/json'] as const;
+export type FhirFormat = 'json' | 'xml';
+
+/** The media types this server answers in, each with its format, in the server's order of preference. */
+const MEDIA_TYPES: readonly (readonly [string, FhirFormat])[] = [
+  ['application/fhir+json', 'json'],
+  ['application/json', 'json'],
+  ['application/fhir+xml', 'xml'],
+  ['application/xml', 'xml'],
+  ['text/xml', 'xml'],
+  ['application/xml+fhir', 'xml'],
+];
 
 export interface MediaRange {
   readonly type: string;
@@ -56,47 +77,156 @@ export function parseAccept(accept: string): MediaRange[] {
 }
 
 /**
- * The quality the client gives a JSON media type we produce: that of its most specific matching range
- * (RFC 9110 §12.5.1), 0 when none matches. A `fhirVersion` parameter other than R4's (4.0) matches
- * nothing (https://hl7.org/fhir/R4/http.html#version-parameter).
+ * The quality the client gives a media type we produce: that of its most specific matching range (RFC
+ * 9110 §12.5.1), with that range's place in the header; q 0 when none matches. A `fhirVersion` parameter
+ * other than R4's (4.0) matches nothing (https://hl7.org/fhir/R4/http.html#version-parameter).
  */
-function quality(ranges: readonly MediaRange[], mediaType: string): number {
+function quality(ranges: readonly MediaRange[], mediaType: string): { q: number; at: number } {
   const [type, subtype] = mediaType.split('/');
-  let best: { specificity: number; q: number } | undefined;
-  for (const range of ranges) {
+  let best: { specificity: number; q: number; at: number } | undefined;
+  ranges.forEach((range, at) => {
     const fhirVersion = range.params.get('fhirversion');
-    if (fhirVersion !== undefined && !/^4\.0(\.\d+)?$/.test(fhirVersion)) continue;
+    if (fhirVersion !== undefined && !/^4\.0(\.\d+)?$/.test(fhirVersion)) return;
     let specificity: number;
     if (range.type === type && range.subtype === subtype) specificity = 3 + range.params.size;
     else if (range.type === type && range.subtype === '*') specificity = 2;
     else if (range.type === '*' && range.subtype === '*') specificity = 1;
-    else continue;
-    if (!best || specificity > best.specificity) best = { specificity, q: range.q };
+    else return;
+    if (!best || specificity > best.specificity) best = { specificity, q: range.q, at };
+  });
+  return best ?? { q: 0, at: 0 };
+}
+
+/** The format to answer in, or why the client accepts neither (406). */
+export type Negotiated = { readonly format: FhirFormat } | { readonly refused: string };
+
+/**
+ * JSON or XML (docs/fhir.md): `_format` overrides Accept (https://hl7.org/fhir/R4/http.html#mime-type);
+ * otherwise the media type with the highest quality, the earlier range in the header on a tie. No Accept
+ * (or an empty one), and a tie on one range (`*\/*`), go to `preferred`: the request body's format.
+ */
+export function negotiateFormat(
+  format: string | undefined,
+  accept: string | undefined,
+  preferred: FhirFormat = 'json',
+): Negotiated {
+  if (format !== undefined) {
+    const name = format.split(';')[0].trim().toLowerCase();
+    if (JSON_FORMATS.has(name)) return { format: 'json' };
+    if (XML_FORMATS.has(name)) return { format: 'xml' };
+    return {
+      refused: `_format=${format.slice(0, 100)} is not supported: this server speaks JSON (json) and XML (xml)`,
+    };
   }
-  return best?.q ?? 0;
+  const header = (accept ?? '').trim();
+  if (header === '') return { format: preferred };
+  // A client sends the same Accept with every request: its answer is remembered (a few dozen kept).
+  const key = `${preferred} ${header}`;
+  let known = recentAccepts.get(key);
+  if (!known) {
+    known = negotiateAccept(header, preferred);
+    if (key.length <= 200) {
+      if (recentAccepts.size >= RECENT_ACCEPTS) recentAccepts.clear();
+      recentAccepts.set(key, known);
+    }
+  }
+  return known;
+}
+
+const RECENT_ACCEPTS = 64;
+const recentAccepts = new Map<string, Negotiated>();
+
+function negotiateAccept(header: string, preferred: FhirFormat): Negotiated {
+  const ranges = parseAccept(header);
+  let best: { format: FhirFormat; q: number; at: number } | undefined;
+  for (const [mediaType, candidate] of MEDIA_TYPES) {
+    const { q, at } = quality(ranges, mediaType);
+    if (q === 0) continue;
+    const better =
+      !best || q > best.q || (q === best.q && (at < best.at || (at === best.at && candidate === preferred)));
+    if (better) best = { format: candidate, q, at };
+  }
+  if (best) return { format: best.format };
+  return {
+    refused: `Accept: ${header.slice(0, 200)} admits neither JSON nor XML: this server answers application/fhir+json (or application/json) and application/fhir+xml (or application/xml)`,
+  };
+}
+
+function acceptHeader(request: FastifyRequest): string | undefined {
+  const header = request.headers.accept;
+  return Array.isArray(header) ? header.join(',') : header;
 }
 
 /**
- * JSON only (docs/api.md): `_format` asking for anything but JSON is 406, and so is, without `_format`
- * (which overrides Accept, https://hl7.org/fhir/R4/http.html#mime-type), an Accept header that admits
- * no JSON form. No Accept, or an empty one, means anything.
+ * The format of the request's body, by its Content-Type: XML for the XML media types, else JSON. To a
+ * Binary, plain XML (`application/xml`, `text/xml`) is content like any other: only FHIR XML's own
+ * media type says the body is FHIR.
+ */
+function bodyFormat(request: FastifyRequest): FhirFormat {
+  const contentType = request.headers['content-type'];
+  if (contentType === undefined) return 'json';
+  const mediaType = contentType.split(';')[0].trim().toLowerCase();
+  if (!XML_CONTENT_TYPES.includes(mediaType)) return 'json';
+  return !isBinaryContentWrite(request) || FHIR_XML_CONTENT_TYPES.includes(mediaType) ? 'xml' : 'json';
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** On the routes that answer FHIR JSON or XML: what the client accepts (registerFhirFormats). */
+    fhirFormat?: Negotiated;
+    /** Set when the answer is FHIR XML (errors included), with the codec that writes it. */
+    fhirXml?: FhirXml;
+  }
+}
+
+/**
+ * Negotiates the format once per request, before authentication (so that a 401 is in the client's
+ * format too), on the routes this server answers in JSON or XML: those of fhir-routes.ts, and unknown
+ * /fhir paths (404, 405). The export routes speak JSON only (Bulk Data). The 406 itself comes later,
+ * from the route (assertAcceptable): a Binary read may answer its own media type.
+ */
+export function registerFhirFormats(app: FastifyInstance, xml: FhirXml): void {
+  app.decorateRequest('fhirFormat', undefined);
+  app.decorateRequest('fhirXml', undefined);
+  app.addHook('onRequest', async (request) => {
+    const route = request.routeOptions.config?.fhirRoute;
+    const answersFhir = route ? route.handler !== undefined : request.is404 && isFhirPath(pathOf(request.url));
+    if (!answersFhir) return;
+    const negotiated = negotiateFormat(queryValue(request, '_format'), acceptHeader(request), bodyFormat(request));
+    request.fhirFormat = negotiated;
+    if ('format' in negotiated && negotiated.format === 'xml') request.fhirXml = xml;
+  });
+}
+
+function isFhirPath(path: string): boolean {
+  return path === '/fhir' || path.startsWith('/fhir/');
+}
+
+/** 406 when the client accepts neither JSON nor XML (registerFhirFormats). */
+export function assertAcceptable(request: FastifyRequest): void {
+  const negotiated = request.fhirFormat;
+  if (negotiated && 'refused' in negotiated) throw new AppError('not-acceptable', negotiated.refused);
+}
+
+/**
+ * JSON only, for the routes that speak nothing else (Bulk Data export): `_format` other than JSON, or
+ * an Accept that admits no JSON form, is 406. No Accept, or an empty one, means anything.
  */
 export function assertJsonFormat(request: FastifyRequest): void {
   const format = queryValue(request, '_format');
   if (format !== undefined) {
     if (!JSON_FORMATS.has(format.split(';')[0].trim().toLowerCase())) {
-      throw new AppError('not-acceptable', `_format=${format} is not supported: this server speaks JSON only`);
+      throw new AppError('not-acceptable', `_format=${format.slice(0, 100)} is not supported here: JSON only`);
     }
     return;
   }
-  const header = request.headers.accept;
-  const accept = (Array.isArray(header) ? header.join(',') : (header ?? '')).trim();
+  const accept = (acceptHeader(request) ?? '').trim();
   if (accept === '') return;
   const ranges = parseAccept(accept);
-  if (JSON_MEDIA_TYPES.some((mediaType) => quality(ranges, mediaType) > 0)) return;
+  if (MEDIA_TYPES.some(([mediaType, format]) => format === 'json' && quality(ranges, mediaType).q > 0)) return;
   throw new AppError(
     'not-acceptable',
-    `Accept: ${accept} admits no JSON form: this server answers application/fhir+json (or application/json) only`,
+    `Accept: ${accept.slice(0, 200)} admits no JSON form: this endpoint answers application/fhir+json (or application/json) only`,
   );
 }
 
@@ -104,9 +234,43 @@ function isPretty(request: FastifyRequest): boolean {
   return queryValue(request, '_pretty') === 'true';
 }
 
-function render(request: FastifyRequest, body: string | Record<string, unknown>): string {
-  if (isPretty(request)) return JSON.stringify(typeof body === 'string' ? JSON.parse(body) : body, null, 2);
-  return typeof body === 'string' ? body : JSON.stringify(body);
+/** The body in the negotiated format: [content type, text]. */
+/** The request's `_format` and `_pretty`, which a Bundle's links carry on (withCarriedParams). */
+function carriedParams(request: FastifyRequest): string {
+  const query = request.query as Record<string, unknown>;
+  if (query._format === undefined && query._pretty === undefined) return '';
+  const carried = new URLSearchParams();
+  for (const name of ['_format', '_pretty']) {
+    const value = queryValue(request, name);
+    if (value !== undefined) carried.set(name, value);
+  }
+  return carried.toString();
+}
+
+/**
+ * A Bundle whose links (self, next, ...) carry the request's `_format` and `_pretty`, so that a client
+ * that chose its format with them gets every page in it (the links are built from the search alone).
+ */
+function withCarriedParams(body: Record<string, unknown>, carried: string): Record<string, unknown> {
+  if (body.resourceType !== 'Bundle' || !Array.isArray(body.link)) return body;
+  const link = (body.link as { url?: unknown }[]).map((entry) => {
+    if (typeof entry.url !== 'string' || /[?&]_(format|pretty)=/.test(entry.url)) return entry;
+    return { ...entry, url: `${entry.url}${entry.url.includes('?') ? '&' : '?'}${carried}` };
+  });
+  return { ...body, link };
+}
+
+/** The body in the negotiated format: [content type, text]. A plain JSON answer is sent as it is. */
+function render(request: FastifyRequest, body: string | Record<string, unknown>): [string, string] {
+  const pretty = isPretty(request);
+  const carried = carriedParams(request);
+  if (!request.fhirXml && !pretty && carried === '') {
+    return [FHIR_JSON, typeof body === 'string' ? body : JSON.stringify(body)];
+  }
+  let parsed = typeof body === 'string' ? (JSON.parse(body) as Record<string, unknown>) : body;
+  if (carried !== '') parsed = withCarriedParams(parsed, carried);
+  if (request.fhirXml) return [FHIR_XML, request.fhirXml.write(parsed, pretty)];
+  return [FHIR_JSON, pretty ? JSON.stringify(parsed, null, 2) : JSON.stringify(parsed)];
 }
 
 /** What every answer to an interaction carries whatever its body: the audit line, status and version headers. */
@@ -133,9 +297,18 @@ export function sendFhir(request: FastifyRequest, reply: FastifyReply, response:
         resourceType: 'OperationOutcome',
         issue: [{ severity: 'information', code: 'informational', diagnostics: `Stored ${response.location ?? ''}` }],
       };
-      return reply.type(FHIR_JSON).send(render(request, outcome));
+      const [type, text] = render(request, outcome);
+      return reply.type(type).send(text);
     }
   }
-  const type = response.contentType ? `${response.contentType}; charset=utf-8` : FHIR_JSON;
-  return reply.type(type).send(render(request, response.body));
+  // A body that is no FHIR resource ($versions' plain object) goes out as JSON whatever was negotiated.
+  if (response.contentType) {
+    const body =
+      typeof response.body === 'string'
+        ? response.body
+        : JSON.stringify(response.body, null, isPretty(request) ? 2 : 0);
+    return reply.type(`${response.contentType}; charset=utf-8`).send(body);
+  }
+  const [type, text] = render(request, response.body);
+  return reply.type(type).send(text);
 }

@@ -11,9 +11,15 @@ import { FHIR_ROUTES } from '../fhir/router.js';
 import { fhirSegments, fhirUrl } from '../fhir/routing.js';
 import type { FhirRoute, InteractionCall } from '../fhir/routing.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
+import type { FhirXml } from '../fhir/xml/fhir-xml.js';
 import { isBinaryRead, sendRead } from './binary-reply.js';
-import { registerRawContentParsers, requestResource } from './body-parsers.js';
-import { assertJsonFormat, sendFhir } from './fhir-reply.js';
+import {
+  registerRawContentParsers,
+  registerXmlBodyParser,
+  requestResource,
+  XML_CONTENT_TYPES,
+} from './body-parsers.js';
+import { assertAcceptable, sendFhir } from './fhir-reply.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -63,12 +69,15 @@ function httpCall(request: FastifyRequest, isResourceType: (name: string) => boo
 
 export interface FhirRoutesOptions {
   readonly services: FhirServices;
+  /** Reads FHIR XML bodies (answers in XML are written by fhir-reply.ts). */
+  readonly xml: FhirXml;
 }
 
 /** Every route of the table that this plugin serves (the rest: export-routes.ts), with the FHIR hooks. */
 export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOptions): Promise<void> {
   const { services } = options;
   registerRawContentParsers(app, services.config.maxBodyBytes);
+  registerXmlBodyParser(app, options.xml);
   app.addHook('onRequest', async (request) => authorizeBeforeBody(request, options));
   app.addHook('preHandler', async (request, reply) => startReadBudget(request, reply, services));
   // After a write succeeded (its transaction committed), before the client hears of it: where the
@@ -128,7 +137,7 @@ async function authorizeBeforeBody(request: FastifyRequest, options: FhirRoutesO
   const { services } = options;
   const route = request.routeOptions.config.fhirRoute;
   // A Binary read may answer its own media type: it negotiates in sendRead (binary-reply.ts).
-  if (!isBinaryRead(request)) assertJsonFormat(request);
+  if (!isBinaryRead(request)) assertAcceptable(request);
   // Fastify's patterns take `$name` or `metadata` as a parameter and know no type restriction; the table
   // does (`PUT /fhir/$export` and `POST /fhir/metadata` reach `/fhir/:type`): where it matches otherwise,
   // its answer (400 for an operation it lacks, 405, 404) stands.
@@ -185,13 +194,14 @@ async function startReadBudget(request: FastifyRequest, reply: FastifyReply, ser
   });
 }
 
-/** JSON Patch by its media type; FHIRPath Patch is a Parameters resource sent as FHIR JSON. */
+/** JSON Patch by its media type; FHIRPath Patch is a Parameters resource sent as FHIR JSON or XML. */
 function patchFormat(contentType: string | undefined): PatchFormat {
   const mediaType = (contentType ?? '').split(';')[0].trim().toLowerCase();
   if (mediaType === 'application/json-patch+json') return 'json-patch';
   if (mediaType === 'application/fhir+json' || mediaType === 'application/json') return 'fhirpath-patch';
+  if (XML_CONTENT_TYPES.includes(mediaType)) return 'fhirpath-patch';
   throw new AppError(
     'unsupported-media-type',
-    'PATCH takes application/json-patch+json (JSON Patch) or application/fhir+json (FHIRPath Patch Parameters)',
+    'PATCH takes application/json-patch+json (JSON Patch) or application/fhir+json or application/fhir+xml (FHIRPath Patch Parameters)',
   );
 }

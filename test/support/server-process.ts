@@ -39,7 +39,12 @@ export async function startServerProcess(
     child.on('exit', (code, signal) => resolve(signal ?? code)),
   );
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 30_000);
+    // A server that never says it listens is ended here: the caller gets no handle to end it with.
+    const timer = setTimeout(() => {
+      clearInterval(poll);
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start:\n${output}`));
+    }, 30_000);
     const poll = setInterval(() => {
       const match = /"address":"(http[^"]+)"[^\n]*ambient-fhir listening/.exec(output);
       if (match) {

@@ -26,8 +26,12 @@ const SYSTEM_CODES: ReadonlySet<Interaction> = new Set<Interaction>([
   'search-system',
 ]);
 
-/** The PATCH content types (router.ts's patch route reads them): JSON Patch and FHIRPath Patch. */
-export const SUPPORTED_PATCH_FORMATS = ['application/json-patch+json', 'application/fhir+json'] as const;
+/** The PATCH content types (http/fhir-routes.ts reads them): JSON Patch and FHIRPath Patch (JSON or XML). */
+export const SUPPORTED_PATCH_FORMATS = [
+  'application/json-patch+json',
+  'application/fhir+json',
+  'application/fhir+xml',
+] as const;
 
 /** What the routes say of the CapabilityStatement: codes in table order, operations by type. */
 interface RouteCapabilities {
@@ -81,7 +85,7 @@ function referencePolicy(services: FhirServices): string[] {
 
 /** Binary's REST behaviour beyond the common interactions (https://hl7.org/fhir/R4/http.html#binary). */
 export const BINARY_DOCUMENTATION =
-  'Raw content: create and update take any content type (stored as contentType and base64 data; X-Security-Context sets securityContext); read and vread answer the content in its own type unless Accept or _format asks for application/fhir+json.';
+  'Raw content: create and update take any content type (stored as contentType and base64 data; X-Security-Context sets securityContext); read and vread answer the content in its own type unless _format is given or Accept names application/fhir+json or application/fhir+xml.';
 
 let cached: { key: string; json: string } | undefined;
 
@@ -120,7 +124,7 @@ export function capabilityStatement(services: FhirServices, version: string, rou
     software: { name: 'ambient-fhir', version },
     implementation: { description: 'ambient-fhir FHIR R4 server', url: services.baseUrl },
     fhirVersion: '4.0.1',
-    format: ['application/fhir+json', 'json'],
+    format: ['application/fhir+json', 'json', 'application/fhir+xml', 'xml'],
     patchFormat: [...SUPPORTED_PATCH_FORMATS],
     rest: [
       {

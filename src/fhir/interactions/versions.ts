@@ -1,7 +1,8 @@
 // https://hl7.org/fhir/R4/capabilitystatement-operation-versions.html: the FHIR versions this server
-// speaks (R4, `4.0`) and its default. As a Parameters resource when the client asks for a FHIR format
-// (`_format`, or an Accept that prefers application/fhir+json); otherwise the plain JSON object the
-// operation's page gives "for the convenience of clients" (`Accept: application/json`, or none).
+// speaks (R4, `4.0`) and its default. As a Parameters resource (JSON or XML, as negotiated) when the
+// client asks for a FHIR format (`_format`, or an Accept that prefers a FHIR or XML media type to
+// application/json); otherwise the plain JSON object the operation's page gives "for the convenience of
+// clients" (`Accept: application/json`, or none).
 import type { FhirResponse } from '../response.js';
 
 const VERSION = '4.0';
@@ -24,7 +25,14 @@ export function asksForFhirFormat(format: string | undefined, accept: string | u
   // R4 http.html: every `_format` value names a FHIR format (`json` and `application/json` included).
   if (format !== undefined) return true;
   if (!accept) return false;
-  const fhir = namedQuality(accept, ['application/fhir+json', 'application/json+fhir']);
+  const fhir = namedQuality(accept, [
+    'application/fhir+json',
+    'application/json+fhir',
+    'application/fhir+xml',
+    'application/xml+fhir',
+    'application/xml',
+    'text/xml',
+  ]);
   return fhir > 0 && fhir >= namedQuality(accept, ['application/json']);
 }
 

@@ -133,10 +133,10 @@ describe('FHIRPath evaluation', () => {
     expect(run(concepts, many).map((n) => n.value)).toEqual(twelve.slice(0, 6));
     const concept = Array.from({ length: 200_000 }, (_, i) => ({ code: `c${i}` }));
     const big = { resourceType: 'ValueSet', compose: { include: [{ concept }] }, expansion: { contains: concept } };
-    const started = performance.now();
+    // Pairwise comparison took minutes here: the test's time-out, far above the 0.2-2.5 s of a linear
+    // union on a loaded machine, is the bound.
     expect(run(codes, big)).toHaveLength(200_000);
-    expect(performance.now() - started).toBeLessThan(2_000); // pairwise comparison took minutes
-  });
+  }, 30_000);
 
   it('compiled for one resource type, leaves out the branches of other types', () => {
     const obs = { resourceType: 'Observation', code: { text: 'x' }, subject: { reference: 'Patient/1' } };

@@ -19,6 +19,8 @@ import { CONSOLE_DIR, consoleRoutes, loadConsoleFiles } from './http/console.js'
 import { errorHandler, sendError } from './http/error-handler.js';
 import { authenticatedScope } from './http/authenticated.js';
 import { exportRoutes } from './http/export-routes.js';
+import { AsyncRequestService } from './export/async-requests.js';
+import { ExportJobs } from './export/jobs.js';
 import { assertInRouteTable, fhirRoutes } from './http/fhir-routes.js';
 import { registerFhirFormats } from './http/fhir-reply.js';
 import { fhirXml } from './fhir/xml/fhir-xml.js';
@@ -114,7 +116,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     });
   }
 
-  const services = createFhirServices(config, db, definitions);
+  const jobs = jobStore(config, db);
+  const services = { ...createFhirServices(config, db, definitions), asyncRequests: jobs.asyncRequests };
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
@@ -141,7 +144,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     authenticator: auth.authenticator,
     routes: async (scope) => {
       await scope.register(fhirRoutes, { services, xml });
-      await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db });
+      await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db, ...jobs });
       await scope.register(scribeRoutes, { services, db, metrics });
     },
   });
@@ -160,4 +163,19 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     await db.close();
   });
   return app;
+}
+
+/**
+ * Export jobs and asynchronous requests share one job store (export/jobs.ts), run by the export plugin;
+ * the FHIR routes start requests in it.
+ */
+function jobStore(config: Config, db: SqlDatabase): { jobs: ExportJobs; asyncRequests: AsyncRequestService } {
+  const jobs = new ExportJobs(db, {
+    limits: {
+      maxActive: config.export.maxActive,
+      maxActiveRequests: config.export.requestMaxActive,
+      maxBytesPerAccount: config.export.maxBytesPerAccount,
+    },
+  });
+  return { jobs, asyncRequests: new AsyncRequestService(jobs, config.publicUrl) };
 }

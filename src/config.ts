@@ -92,6 +92,10 @@ export interface ExportConfig {
   readonly maxBytesPerAccount: number;
   /** AMBIENT_DOWNLOAD_IDLE_TIMEOUT_MS: a file download whose client reads nothing for this long is dropped. */
   readonly downloadIdleTimeoutMs: number;
+  /** AMBIENT_ASYNC_WORKERS: asynchronous requests (`Prefer: respond-async`) this process runs at once. */
+  readonly requestWorkers: number;
+  /** AMBIENT_ASYNC_MAX_ACTIVE: asynchronous requests one account may have queued or running (429 past it). */
+  readonly requestMaxActive: number;
 }
 
 /** An OpenAI-compatible HTTP engine (chat completions or audio transcriptions). */
@@ -471,6 +475,8 @@ function readConfig(environment: Env, options: ConfigOptions) {
       maxActive: integer('AMBIENT_EXPORT_MAX_ACTIVE', 3, 1, 1000),
       maxBytesPerAccount: integer('AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT', 1024 ** 3, 1024),
       downloadIdleTimeoutMs: integer('AMBIENT_DOWNLOAD_IDLE_TIMEOUT_MS', 30_000, 100, 3_600_000),
+      requestWorkers: integer('AMBIENT_ASYNC_WORKERS', 2, 0, 16),
+      requestMaxActive: integer('AMBIENT_ASYNC_MAX_ACTIVE', 5, 1, 1000),
     }),
   };
   return { config, problems, known, publicUrlNote };

@@ -72,6 +72,10 @@ export const ERROR_CATALOG = {
   'export-failed': { status: 500, issueType: 'exception', oauthError: 'server_error' },
   // An export stopped because the account's exports would store more than AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT.
   'export-too-large': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
+  // Asynchronous requests (export/async-requests.ts, https://hl7.org/fhir/R4/async.html).
+  'async-request-not-found': { status: 404, issueType: 'not-found', oauthError: 'not_found' },
+  'too-many-async-requests': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
+  'async-request-failed': { status: 500, issueType: 'exception', oauthError: 'server_error' },
   'not-ready': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },
   // The database was unreachable or the connection was lost (a restart, a failover): retry shortly.
   'database-unavailable': { status: 503, issueType: 'transient', oauthError: 'temporarily_unavailable' },

@@ -126,6 +126,6 @@ describe('the FHIR route table', () => {
       expect(new Set(listed), type).toEqual(operations(type));
       expect(listed.length, type).toBe(new Set(listed).size);
     }
-    expect(rest.operation.map((o) => o.name)).toEqual(['export']);
+    expect(rest.operation.map((o) => o.name)).toEqual(['versions', 'export']);
   });
 });

@@ -5,7 +5,9 @@
 // deleted) can no longer change anything. Output chunks are recorded in the same transaction as the
 // progress that accounts for them, so a resumed job neither loses nor repeats a resource. Each account's
 // exports are bounded (docs/api.md): so many unfinished, so many stored bytes (`bytes`, counted as each
-// chunk is saved, running exports included).
+// chunk is saved, running exports included). The same jobs carry asynchronous requests (kind `request`,
+// async-requests.ts): a search run in the background, its Bundle stored as one gzip file; they have their
+// own bound on unfinished jobs and share the bound on stored bytes.
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
 import type { ErrorCode } from '../errors.js';
@@ -16,8 +18,26 @@ import type { GzipState } from './gzip-file.js';
 import { outputStoreFor } from './output-store.js';
 import type { ExportOutputStore } from './output-store.js';
 import type { ExportSpec } from './selection.js';
+import type { SavedCall } from '../fhir/services.js';
 
 export type JobState = 'queued' | 'running' | 'completed' | 'failed';
+
+/** What a job does: a Bulk Data export, or an asynchronous request (async-requests.ts). */
+export type JobKind = 'export' | 'request';
+
+/** An asynchronous request: the call to run again, and the kick-off token's scopes (they bound the run). */
+export interface RequestSpec {
+  readonly call: SavedCall;
+  readonly scopes: readonly string[];
+}
+
+/** What an asynchronous request answered: its status and, stored as a gzip file, its body or outcome. */
+export interface RequestResult {
+  readonly status: number;
+  readonly file: OutputFile;
+  /** `Type/id` of the resources the answer holds, for the audit line of whoever fetches it. */
+  readonly accessed: readonly string[];
+}
 
 /** A file of the output: one per type, or several when a type has more than FILE_MAX_RESOURCES. */
 export interface OutputFile {
@@ -61,13 +81,18 @@ export const START: ExportProgress = {
 
 export interface JobRecord {
   readonly id: string;
+  readonly kind: JobKind;
   readonly accountId: string;
   readonly request: string;
-  readonly spec: ExportSpec;
+  /** An ExportSpec, or a RequestSpec for kind `request`. */
+  readonly spec: ExportSpec | RequestSpec;
   readonly state: JobState;
   readonly transactionTime: number;
   readonly progress: ExportProgress;
+  /** An export's files, once completed. */
   readonly output: readonly OutputFile[] | undefined;
+  /** An asynchronous request's answer, once completed. */
+  readonly result: RequestResult | undefined;
   readonly error: string | undefined;
   /** The catalog code the failure is answered with (undefined: export-failed). */
   readonly errorCode: ErrorCode | undefined;
@@ -78,10 +103,11 @@ export interface JobRecord {
 /** A job claimed by this process. */
 export interface ClaimedJob {
   readonly id: string;
+  readonly kind: JobKind;
   /** The account that started it: its scopes now bound what the job may read (runner.ts). */
   readonly accountId: string;
   readonly leaseToken: string;
-  readonly spec: ExportSpec;
+  readonly spec: ExportSpec | RequestSpec;
   readonly transactionTime: number;
   readonly progress: ExportProgress;
 }
@@ -115,18 +141,21 @@ export class ExportBoundError extends AppError {
 export interface ExportLimits {
   /** AMBIENT_EXPORT_MAX_ACTIVE: exports an account may have queued or running at once. */
   readonly maxActive: number;
-  /** AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT: stored bytes of an account's exports, running or kept. */
+  /** AMBIENT_ASYNC_MAX_ACTIVE: asynchronous requests an account may have queued or running at once. */
+  readonly maxActiveRequests: number;
+  /** AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT: stored bytes of an account's jobs, running or kept. */
   readonly maxBytesPerAccount: number;
 }
 
 /** docs/api.md's defaults. */
-export const DEFAULT_LIMITS: ExportLimits = { maxActive: 3, maxBytesPerAccount: 1024 ** 3 };
+export const DEFAULT_LIMITS: ExportLimits = { maxActive: 3, maxActiveRequests: 5, maxBytesPerAccount: 1024 ** 3 };
 
 /** Retry-After when no kept export of the account expires sooner (only unfinished ones hold the bound). */
 const RETRY_AFTER_SECONDS = 60;
 
 interface JobRow {
   id: string;
+  kind: string;
   account_id: string;
   request: string;
   params: string;
@@ -144,15 +173,19 @@ const optionalNumber = (value: number | string | null): number | undefined =>
   value === null ? undefined : Number(value);
 
 function toRecord(row: JobRow): JobRecord {
+  const kind = row.kind as JobKind;
+  const output: unknown = row.output ? JSON.parse(row.output) : undefined;
   return {
     id: row.id,
+    kind,
     accountId: row.account_id,
     request: row.request,
-    spec: JSON.parse(row.params) as ExportSpec,
+    spec: JSON.parse(row.params) as ExportSpec | RequestSpec,
     state: row.state as JobState,
     transactionTime: Number(row.transaction_time),
     progress: row.progress ? (JSON.parse(row.progress) as ExportProgress) : START,
-    output: row.output ? (JSON.parse(row.output) as OutputFile[]) : undefined,
+    output: kind === 'export' ? (output as OutputFile[] | undefined) : undefined,
+    result: kind === 'request' ? (output as RequestResult | undefined) : undefined,
     error: row.error ?? undefined,
     errorCode: (row.error_code ?? undefined) as ErrorCode | undefined,
     completedAt: optionalNumber(row.completed_at),
@@ -160,11 +193,14 @@ function toRecord(row: JobRow): JobRecord {
   };
 }
 
-/** An account's unfinished exports, stored bytes and first expiry (through export_job_account). */
-export const ACCOUNT_USAGE = `SELECT SUM(CASE WHEN state IN ('queued', 'running') THEN 1 ELSE 0 END) AS active, SUM(bytes) AS bytes, MIN(CASE WHEN bytes > 0 THEN expires_at END) AS expires FROM export_job WHERE account_id = ?`;
+/** An account's unfinished jobs of one kind, stored bytes and first expiry (through export_job_account). */
+export const ACCOUNT_USAGE = `SELECT SUM(CASE WHEN kind = ? AND state IN ('queued', 'running') THEN 1 ELSE 0 END) AS active, SUM(bytes) AS bytes, MIN(CASE WHEN bytes > 0 THEN expires_at END) AS expires FROM export_job WHERE account_id = ?`;
+
+const COLUMNS =
+  'id, kind, account_id, request, params, state, transaction_time, progress, output, error, error_code, completed_at, expires_at';
 export const ACCOUNT_BYTES = 'SELECT SUM(bytes) AS bytes FROM export_job WHERE account_id = ?';
 
-const CLAIMABLE = `(state = 'queued' OR (state = 'running' AND lease_expires < ?))`;
+const CLAIMABLE = `kind = ? AND (state = 'queued' OR (state = 'running' AND lease_expires < ?))`;
 const HELD = `id = ? AND lease_token = ? AND state = 'running'`;
 
 export class ExportJobs {
@@ -182,11 +218,17 @@ export class ExportJobs {
   }
 
   /**
-   * Queues a new export for `accountId`; 429 when the account already has `maxActive` queued or running,
-   * or stores `maxBytesPerAccount` (checked under a per-account lock on PostgreSQL; SQLite serialises
-   * writers).
+   * Queues a new job for `accountId`; 429 when the account already has as many of its kind queued or
+   * running as allowed, or its jobs store `maxBytesPerAccount` (checked under a per-account lock on
+   * PostgreSQL; SQLite serialises writers).
    */
-  async create(accountId: string, request: string, spec: ExportSpec, transactionTime: number): Promise<string> {
+  async create(
+    accountId: string,
+    request: string,
+    spec: ExportSpec | RequestSpec,
+    transactionTime: number,
+    kind: JobKind = 'export',
+  ): Promise<string> {
     const id = randomUUID();
     const now = this.clock();
     await this.db.transaction(async (tx) => {
@@ -195,39 +237,46 @@ export class ExportJobs {
         active: number | string;
         bytes: number | string | null;
         expires: number | string | null;
-      }>(ACCOUNT_USAGE, [accountId]);
-      const { maxActive, maxBytesPerAccount } = this.limits;
+      }>(ACCOUNT_USAGE, [kind, accountId]);
+      const { maxBytesPerAccount } = this.limits;
+      const maxActive = kind === 'export' ? this.limits.maxActive : this.limits.maxActiveRequests;
       if (Number(active ?? 0) >= maxActive) {
-        throw new AppError(
-          'too-many-exports',
-          `An account may have ${maxActive} exports queued or running at once (AMBIENT_EXPORT_MAX_ACTIVE); wait for one to finish or cancel one (DELETE its status URL)`,
-          { headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } },
-        );
+        throw kind === 'export'
+          ? new AppError(
+              'too-many-exports',
+              `An account may have ${maxActive} exports queued or running at once (AMBIENT_EXPORT_MAX_ACTIVE); wait for one to finish or cancel one (DELETE its status URL)`,
+              { headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } },
+            )
+          : new AppError(
+              'too-many-async-requests',
+              `An account may have ${maxActive} asynchronous requests queued or running at once (AMBIENT_ASYNC_MAX_ACTIVE); wait for one to finish or cancel one (DELETE its status URL)`,
+              { headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } },
+            );
       }
       if (Number(bytes ?? 0) >= maxBytesPerAccount) {
-        // Space comes back when the account's first export expires (or sooner, by a DELETE).
+        // Space comes back when the account's first job expires (or sooner, by a DELETE).
         const wait = expires === null ? RETRY_AFTER_SECONDS : Math.ceil((Number(expires) - now) / 1000);
         throw new AppError(
-          'too-many-exports',
-          `The account's exports store ${Number(bytes)} bytes, the most AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT allows (${maxBytesPerAccount}); wait for one to expire or remove one (DELETE its status URL)`,
+          kind === 'export' ? 'too-many-exports' : 'too-many-async-requests',
+          `The account's exports and asynchronous requests store ${Number(bytes)} bytes, the most AMBIENT_EXPORT_MAX_BYTES_PER_ACCOUNT allows (${maxBytesPerAccount}); wait for one to expire or remove one (DELETE its status URL)`,
           { headers: { 'Retry-After': String(Math.max(1, wait)) } },
         );
       }
       await tx.execute(
-        `INSERT INTO export_job (id, account_id, request, params, state, transaction_time, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)`,
-        [id, accountId, request, JSON.stringify(spec), transactionTime, now, now],
+        `INSERT INTO export_job (id, kind, account_id, request, params, state, transaction_time, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)`,
+        [id, kind, accountId, request, JSON.stringify(spec), transactionTime, now, now],
       );
     });
     return id;
   }
 
-  /** The job if it belongs to `accountId` and has not expired; undefined otherwise (the caller answers 404). */
-  async find(id: string, accountId: string): Promise<JobRecord | undefined> {
-    const [row] = await this.db.query<JobRow>(
-      `SELECT id, account_id, request, params, state, transaction_time, progress, output, error, error_code, completed_at, expires_at FROM export_job WHERE id = ?`,
-      [id],
-    );
-    if (!row || row.account_id !== accountId) return undefined;
+  /**
+   * The job of that kind if it belongs to `accountId` and has not expired; undefined otherwise (the caller
+   * answers 404).
+   */
+  async find(id: string, accountId: string, kind: JobKind = 'export'): Promise<JobRecord | undefined> {
+    const [row] = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM export_job WHERE id = ?`, [id]);
+    if (!row || row.account_id !== accountId || row.kind !== kind) return undefined;
     const record = toRecord(row);
     if (record.expiresAt !== undefined && record.expiresAt <= this.clock()) return undefined;
     return record;
@@ -247,25 +296,26 @@ export class ExportJobs {
     await this.store.discard(id);
   }
 
-  /** Claims the oldest queued job (or one whose lease expired), or undefined when there is none. */
-  async claim(leaseMs: number): Promise<ClaimedJob | undefined> {
+  /** Claims the oldest queued job of a kind (or one whose lease expired), or undefined when there is none. */
+  async claim(leaseMs: number, kind: JobKind = 'export'): Promise<ClaimedJob | undefined> {
     const now = this.clock();
     const candidates = await this.db.query<{ id: string }>(
       `SELECT id FROM export_job WHERE ${CLAIMABLE} ORDER BY created_at, id LIMIT 4`,
-      [now],
+      [kind, now],
     );
     for (const { id } of candidates) {
       const token = randomUUID();
       const [row] = await this.db.query<JobRow>(
         `UPDATE export_job SET state = 'running', attempts = attempts + 1, lease_token = ?, lease_expires = ?, updated_at = ?
           WHERE id = ? AND ${CLAIMABLE}
-          RETURNING id, account_id, request, params, state, transaction_time, progress, output, error, error_code, completed_at, expires_at`,
-        [token, now + leaseMs, now, id, now],
+          RETURNING ${COLUMNS}`,
+        [token, now + leaseMs, now, id, kind, now],
       );
       if (!row) continue; // another process was quicker
       const record = toRecord(row);
       return {
         id,
+        kind: record.kind,
         accountId: record.accountId,
         leaseToken: token,
         spec: record.spec,
@@ -315,8 +365,8 @@ export class ExportJobs {
     });
   }
 
-  /** Ends the job: completed with its files, expiring `ttlMs` from now. */
-  async complete(job: ClaimedJob, output: readonly OutputFile[], ttlMs: number): Promise<void> {
+  /** Ends the job: completed with its files (an export) or its answer (a request), expiring `ttlMs` from now. */
+  async complete(job: ClaimedJob, output: readonly OutputFile[] | RequestResult, ttlMs: number): Promise<void> {
     const now = this.clock();
     await this.update(
       this.db,

@@ -1,5 +1,6 @@
 // Runs export jobs in the background of a server process, off the request path: at most `workers` at
-// once, claimed from the database (jobs.ts), so any process on the database may run any job. A job walks
+// once, claimed from the database (jobs.ts), so any process on the database may run any job; and, with
+// workers of their own (`requestWorkers`), asynchronous requests (async-requests.ts). A job walks
 // its types a page at a time (snapshot.ts) and writes NDJSON chunks of about CHUNK_BYTES, gzip-compressed
 // (gzip-file.ts), with the progress that accounts for them; memory holds one page and one chunk, whatever
 // the export's size.
@@ -13,9 +14,10 @@ import type { SearchCatalog } from '../search/catalog.js';
 import type { ReadAfter, ReadBudget, SqlDatabase } from '../storage/sql/database.js';
 import { currentWritePosition } from '../storage/write-positions.js';
 import { EMPTY_GZIP, gzipEnd, gzipPiece } from './gzip-file.js';
-import type { ClaimedJob, ExportJobs, ExportProgress, OutputFile } from './jobs.js';
-import { ExportBoundError, JobLostError } from './jobs.js';
+import type { Chunk, ClaimedJob, ExportJobs, ExportProgress, JobKind, OutputFile, RequestResult } from './jobs.js';
+import { ExportBoundError, JobLostError, START } from './jobs.js';
 import { selectionFor } from './selection.js';
+import type { ExportSpec } from './selection.js';
 import { pageQuery, rowContent, versionAtQuery, versionContent } from './snapshot.js';
 import type { PageRow, SnapshotWindow, VersionRow } from './snapshot.js';
 
@@ -28,8 +30,19 @@ const PAGE_TIMEOUT_MS = 120_000;
 /** How often expired jobs are looked for. */
 const SWEEP_EVERY_MS = 5_000;
 
+/** Runs an asynchronous request's job (AsyncRequestService.run), saving its answer through `save`. */
+export type RequestRunner = (
+  job: ClaimedJob,
+  principal: Principal | undefined,
+  signal: AbortSignal,
+  save: (chunk: Chunk) => Promise<void>,
+) => Promise<RequestResult>;
+
 export interface RunnerOptions {
   readonly workers: number;
+  /** Asynchronous requests this process runs at once (0: none), when `runRequest` is given. */
+  readonly requestWorkers?: number;
+  readonly runRequest?: RequestRunner;
   readonly leaseMs: number;
   readonly ttlMs: number;
   readonly pollMs: number;
@@ -63,7 +76,7 @@ class ChunkBuffer {
 }
 
 export class ExportRunner {
-  private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private readonly running = new Map<string, { kind: JobKind; controller: AbortController; done: Promise<void> }>();
   private timer: NodeJS.Timeout | undefined;
   private stopping = false;
   private filling = false;
@@ -97,19 +110,32 @@ export class ExportRunner {
         this.lastSweep = Date.now();
         await this.jobs.sweep();
       }
-      while (!this.stopping && this.running.size < this.options.workers) {
-        const job = await this.jobs.claim(this.options.leaseMs);
-        if (!job) break;
-        const controller = new AbortController();
-        const done = this.run(job, controller.signal).finally(() => {
-          this.running.delete(job.id);
-          this.wake();
-        });
-        this.running.set(job.id, { controller, done });
+      for (const kind of ['request', 'export'] as const) {
+        while (!this.stopping && this.runningOf(kind) < this.capacity(kind)) {
+          const job = await this.jobs.claim(this.options.leaseMs, kind);
+          if (!job) break;
+          const controller = new AbortController();
+          const done = this.run(job, controller.signal).finally(() => {
+            this.running.delete(job.id);
+            this.wake();
+          });
+          this.running.set(job.id, { kind, controller, done });
+        }
       }
     } catch (error) {
       this.options.logger?.error({ err: error }, 'export: could not claim or sweep jobs');
     }
+  }
+
+  private runningOf(kind: JobKind): number {
+    let count = 0;
+    for (const job of this.running.values()) if (job.kind === kind) count++;
+    return count;
+  }
+
+  private capacity(kind: JobKind): number {
+    if (kind === 'export') return this.options.workers;
+    return this.options.runRequest ? (this.options.requestWorkers ?? 0) : 0;
   }
 
   /** Stops looking for work and gives the running jobs back (resumed by the next process to claim them). */
@@ -134,20 +160,28 @@ export class ExportRunner {
     );
     heartbeat.unref();
     const stop = AbortSignal.any([signal, lost.signal]);
+    // Log lines name the job as what it is: an export, or an asynchronous request.
+    const [what, key] = job.kind === 'request' ? ['async request', 'async_id'] : ['export', 'export_id'];
     try {
-      const output = await this.export(job, stop);
-      await this.jobs.complete(job, output, this.options.ttlMs);
-      log?.info({ export_id: job.id, files: output.length }, 'export: completed');
+      if (job.kind === 'request') {
+        const result = await this.request(job, stop);
+        await this.jobs.complete(job, result, this.options.ttlMs);
+        log?.info({ [key]: job.id, status: result.status }, `${what}: completed`);
+      } else {
+        const output = await this.export(job, stop);
+        await this.jobs.complete(job, output, this.options.ttlMs);
+        log?.info({ [key]: job.id, files: output.length }, `${what}: completed`);
+      }
     } catch (error) {
       if (signal.aborted) {
         await this.jobs.release(job).catch(() => undefined);
-        log?.info({ export_id: job.id }, 'export: given back at shutdown');
+        log?.info({ [key]: job.id }, `${what}: given back at shutdown`);
       } else if (error instanceof JobLostError || lost.signal.aborted) {
-        log?.info({ export_id: job.id }, 'export: cancelled or taken over, stopped');
+        log?.info({ [key]: job.id }, `${what}: cancelled or taken over, stopped`);
       } else {
         const bound = error instanceof ExportBoundError;
-        if (bound) log?.info({ export_id: job.id }, 'export: stopped at the account bound on stored bytes');
-        else log?.error({ err: error, export_id: job.id }, 'export: failed');
+        if (bound) log?.info({ [key]: job.id }, `${what}: stopped at the account bound on stored bytes`);
+        else log?.error({ err: error, [key]: job.id }, `${what}: failed`);
         const reason = error instanceof Error ? error.message : String(error);
         await this.jobs.fail(job, reason, this.options.ttlMs, bound ? error.code : undefined).catch(() => undefined);
       }
@@ -156,9 +190,21 @@ export class ExportRunner {
     }
   }
 
+  /** Runs an asynchronous request as its account now may; its answer is saved as the job's one file. */
+  private async request(job: ClaimedJob, stop: AbortSignal): Promise<RequestResult> {
+    const principal = await this.options.principalOf(job);
+    const save = (chunk: Chunk) => this.jobs.save(job, START, chunk, this.options.leaseMs);
+    try {
+      return await this.options.runRequest!(job, principal, stop, save);
+    } catch (error) {
+      if (stop.aborted) throw new StoppedError();
+      throw error;
+    }
+  }
+
   /** Walks the job's types from its saved progress; answers the files written. */
   private async export(job: ClaimedJob, stop: AbortSignal): Promise<OutputFile[]> {
-    const { spec } = job;
+    const spec = job.spec as ExportSpec;
     const window: SnapshotWindow = { until: job.transactionTime, since: spec.since };
     // With read replicas, the pages are read on one that has replayed everything committed before the
     // job (re)started, so nothing written before its transactionTime is missing.

@@ -206,7 +206,8 @@ export class ExportService {
 export function progressText(job: Pick<JobRecord, 'state' | 'spec' | 'progress'>): string {
   if (job.state === 'queued') return 'queued';
   const { typeIndex, resources } = job.progress;
-  const total = job.spec.types.length;
-  const type = job.spec.types[Math.min(typeIndex, total - 1)];
+  const { types } = job.spec as ExportSpec;
+  const total = types.length;
+  const type = types[Math.min(typeIndex, total - 1)];
   return `${type} (type ${Math.min(typeIndex + 1, total)} of ${total}), ${resources} resources written`;
 }

@@ -14,4 +14,8 @@ export interface FhirResponse {
   readonly isWrite?: boolean;
   /** `Type/id` of every resource the response returns or the request wrote, for the audit trail. */
   readonly accessed?: readonly string[];
+  /** A body that is no FHIR resource (`$versions`' plain form): its media type, else FHIR JSON. */
+  readonly contentType?: 'application/json';
+  /** Content-Location alone (an asynchronous request's status URL), where `location` sets both. */
+  readonly contentLocation?: string;
 }

@@ -21,13 +21,14 @@ import { searchInteraction } from './interactions/search.js';
 import { bundleInteraction } from './interactions/transaction.js';
 import { updateInteraction } from './interactions/update.js';
 import { validateInteraction } from './interactions/validate.js';
+import { versionsInteraction } from './interactions/versions.js';
 import { vreadInteraction } from './interactions/vread.js';
 import { readSubsetter } from './elements.js';
 import { lastValues } from './query-values.js';
-import { preferredReturn, preferStrict } from './prefer.js';
-import type { FhirRoute, InteractionCall } from './routing.js';
+import { preferredReturn, preferRespondAsync, preferStrict, withoutRespondAsync } from './prefer.js';
+import type { CallHeader, FhirRoute, InteractionCall } from './routing.js';
 import type { FhirResponse } from './response.js';
-import type { FhirRequest } from './services.js';
+import type { FhirRequest, SavedCall } from './services.js';
 
 const BULK_DATA = 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition';
 
@@ -49,7 +50,7 @@ function search(request: FhirRequest, call: InteractionCall, type: string | unde
   return searchInteraction(request, type, call.searchParams(), {
     strict: preferStrict(call.header('prefer')),
     executor: call.inBundle?.executor,
-    planOnly: call.inBundle?.planOnly,
+    planOnly: call.planOnly || call.inBundle?.planOnly,
   });
 }
 
@@ -63,9 +64,59 @@ function compartmentSearch(request: FhirRequest, call: InteractionCall) {
     {
       strict: preferStrict(call.header('prefer')),
       executor: call.inBundle?.executor,
-      planOnly: call.inBundle?.planOnly,
+      planOnly: call.planOnly || call.inBundle?.planOnly,
     },
   );
+}
+
+type Handler = (request: FhirRequest, call: InteractionCall) => Promise<FhirResponse>;
+
+/** The headers a saved call keeps (what the search handlers read). */
+const SAVED_HEADERS: readonly CallHeader[] = ['prefer', 'accept'];
+
+/**
+ * https://hl7.org/fhir/R4/async.html: with `Prefer: respond-async` the request is checked now as it would
+ * be run (parameters, scopes, cost limits: their 4xx come at once) and then runs as a job of the account
+ * (export/async-requests.ts): 202 and the job's status URL in Content-Location. Not inside a Bundle,
+ * whose entries answer in it.
+ */
+function asyncCapable(name: string, handler: Handler): Handler {
+  return async (request, call) => {
+    const jobs = request.services.asyncRequests;
+    if (!jobs || call.inBundle || !preferRespondAsync(call.header('prefer'))) return handler(request, call);
+    await handler(request, { ...call, planOnly: true });
+    const headers: Partial<Record<CallHeader, string>> = {};
+    for (const header of SAVED_HEADERS) {
+      const value = header === 'prefer' ? withoutRespondAsync(call.header(header)) : call.header(header);
+      if (value !== undefined) headers[header] = value;
+    }
+    const saved: SavedCall = {
+      route: name,
+      params: call.params,
+      query: call.query,
+      searchParams: call.searchParams(),
+      headers,
+    };
+    return { status: 202, contentLocation: await jobs.start(request, saved) };
+  };
+}
+
+/** Runs a saved call (an asynchronous request's job) through its route's handler, as it would have run. */
+export function runSavedCall(request: FhirRequest, saved: SavedCall): Promise<FhirResponse> {
+  const route = FHIR_ROUTES.find((r) => r.name === saved.route);
+  if (!route?.handler) throw new Error(`no route ${saved.route} to run`);
+  const call: InteractionCall = {
+    params: saved.params,
+    query: saved.query,
+    header: (name) => saved.headers[name],
+    searchParams: () => saved.searchParams.map(([name, value]) => [name, value]),
+    resource: () => undefined,
+    patch: () => {
+      throw new Error('a saved call has no body');
+    },
+    body: undefined,
+  };
+  return route.handler(request, call);
 }
 
 /**
@@ -123,6 +174,17 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
       async (request) => ({ status: 200, body: capabilityStatement(request.services, VERSION, FHIR_ROUTES) }),
       () => 'CapabilityStatement',
     ),
+  },
+  {
+    // Like metadata, what a client asks before it knows how to talk to the server: no token.
+    name: 'versions',
+    method: 'GET',
+    path: '$versions',
+    interaction: 'operation',
+    operation: { name: 'versions', definition: 'http://hl7.org/fhir/OperationDefinition/CapabilityStatement-versions' },
+    public: true,
+    handler: async (_request, call) =>
+      versionsInteraction(new URLSearchParams(call.query).get('_format') ?? undefined, call.header('accept')),
   },
   {
     name: 'read',
@@ -259,7 +321,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     path: ':type',
     interaction: 'search-type',
     entry: { kind: 'search', query: 'search' },
-    handler: async (request, call) => search(request, call, knownType(request, call)),
+    handler: asyncCapable('search-type', async (request, call) => search(request, call, knownType(request, call))),
   },
   {
     name: 'search-type-post',
@@ -268,7 +330,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     interaction: 'search-type',
     body: 'form',
     beforeBody: onType('search'),
-    handler: async (request, call) => search(request, call, knownType(request, call)),
+    handler: asyncCapable('search-type-post', async (request, call) => search(request, call, knownType(request, call))),
   },
   {
     name: 'search-compartment',
@@ -276,7 +338,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     path: ':type/:id/:member',
     interaction: 'search-compartment',
     entry: { kind: 'compartment-search', query: 'search' },
-    handler: compartmentSearch,
+    handler: asyncCapable('search-compartment', compartmentSearch),
   },
   {
     name: 'search-compartment-post',
@@ -285,7 +347,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     interaction: 'search-compartment',
     body: 'form',
     beforeBody: (call) => [['search', call.params.member ?? ''] as const],
-    handler: compartmentSearch,
+    handler: asyncCapable('search-compartment-post', compartmentSearch),
   },
   {
     // Every member type of the compartment, as `*`.
@@ -294,7 +356,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     path: ':type/:id/_search',
     interaction: 'search-compartment',
     body: 'form',
-    handler: compartmentSearch,
+    handler: asyncCapable('search-compartment-all-post', compartmentSearch),
   },
   {
     name: 'batch',
@@ -318,7 +380,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     method: 'GET',
     path: '',
     interaction: 'search-system',
-    handler: async (request, call) => search(request, call, undefined),
+    handler: asyncCapable('search-system', async (request, call) => search(request, call, undefined)),
   },
   {
     name: 'validate-type',
@@ -373,6 +435,9 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
       operation: { name: 'export', definition: `${BULK_DATA}/group-export` },
     },
   ]),
+  // Asynchronous requests' status URLs (http/export-routes.ts serves these by name).
+  { name: 'async-status', method: 'GET', path: '_async/:job' },
+  { name: 'async-cancel', method: 'DELETE', path: '_async/:job' },
   { name: 'export-status', method: 'GET', path: '_export/:job' },
   { name: 'export-cancel', method: 'DELETE', path: '_export/:job' },
   { name: 'export-file', method: 'GET', path: '_export/:job/:file' },

@@ -53,6 +53,7 @@ export type CallHeader =
   | 'if-modified-since'
   | 'prefer'
   | 'content-type'
+  | 'accept'
   | 'x-security-context';
 
 /** One request of a route, from HTTP (http/fhir-routes.ts) or from a Bundle entry (bundle-entry.ts). */
@@ -72,6 +73,8 @@ export interface InteractionCall {
   readonly body: unknown;
   /** A Bundle entry's: the transaction it runs in, whether only to plan, the id a create was given. */
   readonly inBundle?: { readonly executor?: SqlExecutor; readonly planOnly: boolean; readonly assignedId?: string };
+  /** An asynchronous request's kick-off (router.ts asyncCapable): check the request, do not run it. */
+  readonly planOnly?: boolean;
 }
 
 export interface FhirOperation {

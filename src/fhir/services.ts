@@ -8,7 +8,7 @@ import type { WritePositions } from '../storage/write-positions.js';
 import type { ReferenceParser } from './references.js';
 import type { ElementDefinitions } from './elements.js';
 import type { FhirResponse } from './response.js';
-import type { FhirRouter } from './routing.js';
+import type { CallHeader, FhirRouter } from './routing.js';
 import type { ValidationIssue } from '../validation/validate.js';
 
 /** The R4 knowledge the FHIR layer needs (backed by the compiled definitions, see definitions/). */
@@ -111,6 +111,26 @@ export interface SearchEngine {
   capabilitySystemSearchParams(): CapabilitySearchParam[];
 }
 
+/**
+ * A request kept to run later (https://hl7.org/fhir/R4/async.html): its route of the table (router.ts)
+ * and what the route's handler reads of it.
+ */
+export interface SavedCall {
+  readonly route: string;
+  readonly params: Readonly<Record<string, string | undefined>>;
+  readonly query: string;
+  /** The search parameters: the query's, and a POST _search form's. */
+  readonly searchParams: readonly (readonly [string, string])[];
+  /** The headers the handler reads (`Prefer` without respond-async). */
+  readonly headers: Readonly<Partial<Record<CallHeader, string>>>;
+}
+
+/** Asynchronous requests (export/async-requests.ts): jobs run in the background, polled at a status URL. */
+export interface AsyncRequests {
+  /** Queues `call` for the caller; answers its status URL (absolute). 429 past the account's bound. */
+  start(request: FhirRequest, call: SavedCall): Promise<string>;
+}
+
 /** Everything a FHIR interaction needs, built once per process by app.ts. */
 export interface FhirServices {
   readonly config: Config;
@@ -134,6 +154,8 @@ export interface FhirServices {
   readonly cursorKey: CursorKey;
   /** Each account's last write position, kept only when searches may read from replicas (DATABASE_READ_URLS). */
   readonly writePositions?: WritePositions;
+  /** `Prefer: respond-async` on searches; absent where no job runner serves them (the import command). */
+  readonly asyncRequests?: AsyncRequests;
 }
 
 /** Conditional criteria searched ahead of a write transaction (SearchEngine.findIdsAhead). */

@@ -1,6 +1,7 @@
 // Bulk Data export over HTTP (https://hl7.org/fhir/uv/bulkdata/STU2/export.html): the kick-off at the
 // system, Patient and Group levels, the status URL (GET: progress or manifest, DELETE: cancel) and the
-// NDJSON files. The thin adapter: the FHIR side lives in export/ (service.ts, runner.ts).
+// NDJSON files; and the status URLs of asynchronous requests (async-routes.ts), whose jobs the same
+// runner runs. The thin adapter: the FHIR side lives in export/ (service.ts, runner.ts).
 import { pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
@@ -9,7 +10,9 @@ import { currentPrincipal } from '../auth/authenticator.js';
 import type { R4Registry } from '../definitions/registry.js';
 import { operationOutcomeFor } from '../errors.js';
 import { patientCompartmentParams } from '../export/compartment.js';
-import { ExportJobs } from '../export/jobs.js';
+import type { ExportJobs } from '../export/jobs.js';
+import type { AsyncRequestService } from '../export/async-requests.js';
+import { asyncRequestHandlers } from './async-routes.js';
 import { kickoffPairs, NDJSON, parsePrefer } from '../export/kickoff.js';
 import { ExportRunner } from '../export/runner.js';
 import { ExportService, RETRY_AFTER_SECONDS } from '../export/service.js';
@@ -29,6 +32,9 @@ export interface ExportRoutesOptions {
   /** The search engine's: one compiled catalog in the process (a second one was ~MBs of heap at export time). */
   readonly catalog: SearchCatalog;
   readonly db: SqlDatabase;
+  /** The job store of exports and asynchronous requests (app.ts makes it: the FHIR routes start requests). */
+  readonly jobs: ExportJobs;
+  readonly asyncRequests: AsyncRequestService;
 }
 
 /** Where an export's status lives; its files are below it. */
@@ -39,9 +45,7 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
   const settings = services.config.export;
   const catalog = options.catalog;
   const compartment = patientCompartmentParams(options.definitions);
-  const jobs = new ExportJobs(db, {
-    limits: { maxActive: settings.maxActive, maxBytesPerAccount: settings.maxBytesPerAccount },
-  });
+  const { jobs, asyncRequests } = options;
   const exports = new ExportService(services, db, jobs, catalog, compartment);
   const leaseMs = settings.leaseSeconds * 1000;
   const accounts = new AccountStore(db);
@@ -52,7 +56,10 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     ttlMs: settings.ttlSeconds * 1000,
     pollMs: Math.min(1000, leaseMs),
     logger: app.log,
+    requestWorkers: settings.requestWorkers,
+    runRequest: (job, principal, signal, save) => asyncRequests.run(services, job, principal, signal, save),
   });
+  asyncRequests.started = () => runner.wake();
   app.addHook('onReady', async () => runner.start());
   // preClose: the database (closed by app.ts's onClose) is still open to give running jobs back.
   app.addHook('preClose', async () => runner.stop());
@@ -82,6 +89,7 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     'export-status': (request, reply) => status(request, reply),
     'export-cancel': (request, reply) => cancel(request, reply),
     'export-file': (request, reply) => download(request, reply),
+    ...asyncRequestHandlers(asyncRequests),
   };
   for (const route of FHIR_ROUTES.filter((r) => r.name in served)) {
     app.route({

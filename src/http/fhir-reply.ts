@@ -282,6 +282,7 @@ export function startFhirReply(request: FastifyRequest, reply: FastifyReply, res
     reply.header('Location', response.location);
     reply.header('Content-Location', response.location);
   }
+  if (response.contentLocation) reply.header('Content-Location', response.contentLocation);
   reply.code(response.status);
 }
 
@@ -299,6 +300,14 @@ export function sendFhir(request: FastifyRequest, reply: FastifyReply, response:
       const [type, text] = render(request, outcome);
       return reply.type(type).send(text);
     }
+  }
+  // A body that is no FHIR resource ($versions' plain object) goes out as JSON whatever was negotiated.
+  if (response.contentType) {
+    const body =
+      typeof response.body === 'string'
+        ? response.body
+        : JSON.stringify(response.body, null, isPretty(request) ? 2 : 0);
+    return reply.type(`${response.contentType}; charset=utf-8`).send(body);
   }
   const [type, text] = render(request, response.body);
   return reply.type(type).send(text);

@@ -81,6 +81,7 @@ export class AppMetrics {
         'Queries waiting for a PostgreSQL connection, by pool',
         (p) => p.waiting,
       );
+      this.replicaMetrics(db, registers);
     }
     if (db instanceof SqliteDatabase && db.readPool) {
       const pool = db.readPool;
@@ -125,6 +126,33 @@ export class AppMetrics {
       registers,
       collect() {
         this.set(scribe()?.active() ?? 0);
+      },
+    });
+  }
+
+  /**
+   * DATABASE_READ_URLS: where the reads a replica may answer went, and each replica's health and lag
+   * (labelled by its place in the setting: a URL may hold a password).
+   */
+  private replicaMetrics(db: PostgresDatabase, registers: Registry[]): void {
+    if (db.replicaStatus().length === 0) return;
+    const reads = new Counter({
+      name: 'ambient_fhir_pg_replica_reads_total',
+      help: 'Reads a replica may answer (searches, reads by id, history, export pages), by where they went: replica, or primary and why (primary-own-write, primary-no-replica, primary-replica-failed)',
+      labelNames: ['routing'],
+      registers,
+    });
+    for (const routing of ['replica', 'primary-own-write', 'primary-no-replica', 'primary-replica-failed'] as const)
+      reads.inc({ routing }, 0);
+    db.observeReadRouting((routing) => reads.inc({ routing }));
+    const replicas = () => db.replicaStatus();
+    new Gauge({
+      name: 'ambient_fhir_pg_replica_lag_seconds',
+      help: 'How long ago the primary stood where each replica has replayed to (+Inf: not answering), by its place in DATABASE_READ_URLS',
+      labelNames: ['replica'],
+      registers,
+      collect() {
+        replicas().forEach((r, i) => this.set({ replica: String(i) }, r.healthy ? r.lagMs / 1000 : Infinity));
       },
     });
   }

@@ -13,6 +13,7 @@ import { FhirPathCompiler, TypeModel } from './expressions/evaluate.js';
 import type { CompiledPath, Node } from './expressions/evaluate.js';
 import { dateParam } from './params/date.js';
 import { numberParam } from './params/number.js';
+import { positionParam } from './params/position.js';
 import type { ExtractContext, ParamTypeHandler } from './params/param-type.js';
 import { quantityParam } from './params/quantity.js';
 import { referenceParam } from './params/reference.js';
@@ -32,6 +33,8 @@ export const HANDLERS: Partial<Record<SearchParameterType, ParamTypeHandler>> = 
   quantity: quantityParam,
   reference: referenceParam,
   uri: uriParam,
+  // R4's one special parameter is Location `near`.
+  special: positionParam,
 };
 
 /** The 48-bit id of a parameter (or of a derived row set: `code:of-type`, composite `code$0`). */
@@ -49,7 +52,7 @@ export interface CompositeComponent {
 
 /**
  * How a parameter is answered: from the index tables, from the resource table (`_id`, `_lastUpdated`),
- * or not at all (`_text`, `_content`, `_query`, Location `near`: reported as unsupported).
+ * or not at all (`_text`, `_content`, `_query`: reported as unsupported).
  */
 export type ParamKind = 'index' | 'composite' | 'id' | 'lastUpdated' | 'unsupported';
 
@@ -95,7 +98,6 @@ const UNSUPPORTED_CODES = new Set([
   '_content',
   '_query',
   '_filter',
-  '_list',
   '_containedType',
   '_contained',
   'phonetic',

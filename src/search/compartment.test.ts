@@ -181,9 +181,11 @@ describe('$everything', () => {
     });
     expect(plan.types).toEqual(['Condition', 'Group', 'Observation', 'Patient']);
     expect(plan.sort).toEqual([]);
-    expect(plan.criteria.map((c) => c.kind)).toEqual(['compartment', 'forTypes', 'lastUpdated']);
+    expect(plan.criteria.map((c) => c.kind)).toEqual(['compartment', 'forTypes', 'exceptResource']);
     // Of the four, only Observation has a `date` parameter.
     expect(plan.criteria[1]).toMatchObject({ kind: 'forTypes', types: ['Observation'] });
+    // _since applies to all but the patient itself.
+    expect(plan.criteria[2]).toMatchObject({ type: 'Patient', id: 'p1', inner: { kind: 'lastUpdated' } });
     expect(plan.linkParams).toEqual([
       ['start', '2020'],
       ['_since', '2024-01-01T00:00:00Z'],
@@ -192,5 +194,16 @@ describe('$everything', () => {
     expect(plan.includes).toHaveLength(1);
     expect(plan.includes[0].returnedTypes).toEqual(['Practitioner']);
     expect(plan.includes[0].sps).toContain(spId('Observation', 'performer'));
+
+    // With _type, only those types: no includes.
+    const typed = parseEverything([['_type', 'Observation,Condition']]);
+    const typedTypes = everythingTypes(registry, patient, typed.types, readable);
+    const typedPlan = planEverything(patient, 'p1', typedTypes, typed, {
+      catalog,
+      plan: { references: catalog.references, now: Date.UTC(2025, 0, 1), dialect: sqliteDialect },
+      canRead: readable,
+    });
+    expect(typedPlan.types).toEqual(['Condition', 'Observation']);
+    expect(typedPlan.includes).toEqual([]);
   });
 });

@@ -43,6 +43,7 @@ function rangeValuesOf(c: PlannedCriterion): number {
     case 'chain':
     case 'has':
     case 'forTypes':
+    case 'exceptResource':
       return rangeValuesOf(c.inner);
     default:
       return 0;

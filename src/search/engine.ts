@@ -37,6 +37,13 @@ import { TABLE_NAMES } from './tables.js';
 import { runBoundedWhereCan, runInTransaction, withTransactionRunner } from './transaction-runner.js';
 import { ReferenceParser } from '../fhir/references.js';
 
+/** `_list` (plan.ts planList): no SearchParameter of R4 defines it, so the CapabilityStatement names it here. */
+const LIST_PARAM: CapabilitySearchParam = {
+  name: '_list',
+  type: 'special',
+  documentation: 'The resources a List names in entry.item: _list=<List id> (needs read or search on List)',
+};
+
 /** The tables searches read: their statistics choose the plans. */
 const SEARCH_TABLES = ['resource', ...TABLE_NAMES];
 
@@ -170,7 +177,7 @@ export class AmbientSearchEngine implements SearchEngine {
     this.statistics.beforeSearch();
     const parsed = parseSearch(params);
     const types = this.searchedTypes(request, type, parsed);
-    const plan = this.planFor(parsed, types, options.strict, (t) => request.principal.canFhir('search', t));
+    const plan = this.planFor(parsed, types, options.strict, request);
     if (options.planOnly) return { status: 200 };
     return this.runPlan({ request, parsed, plan, path: type ?? '' }, options.executor);
   }
@@ -190,7 +197,7 @@ export class AmbientSearchEngine implements SearchEngine {
     const parsed = parseSearch(params);
     const canSearch = (t: string) => request.principal.canFhir('search', t);
     const types = compartmentSearchTypes(rule, type, parsed.types, canSearch);
-    const plan = this.planFor(parsed, types, options.strict, canSearch);
+    const plan = this.planFor(parsed, types, options.strict, request);
     if (options.planOnly) return { status: 200 };
     const inCompartment = compartmentCriterion(rule, id, types);
     return this.runPlan(
@@ -272,7 +279,7 @@ export class AmbientSearchEngine implements SearchEngine {
   }
 
   capabilitySearchParams(type: string): CapabilitySearchParam[] {
-    return this.catalog.capabilities(type);
+    return [...this.catalog.capabilities(type), LIST_PARAM];
   }
 
   capabilityIncludes(type: string): { include: string[]; revinclude: string[] } {
@@ -292,6 +299,7 @@ export class AmbientSearchEngine implements SearchEngine {
         type: 'special',
         documentation: 'Reverse chaining: _has:Type:reference:parameter=value',
       },
+      LIST_PARAM,
     ];
   }
 
@@ -325,22 +333,21 @@ export class AmbientSearchEngine implements SearchEngine {
   private planCriteria(request: FhirRequest, type: string, query: string): Plan {
     if (!this.registry.isResourceType(type)) throw new AppError('invalid-search', `${type} is not a resource type`);
     const parsed = parseSearch([...new URLSearchParams(query)]);
-    return this.planFor(parsed, [type], true, (t) => request.principal.canFhir('search', t));
+    return this.planFor(parsed, [type], true, request);
   }
 
-  /** Stage 2 for a search and for conditional criteria alike; beyond the cost limits it is refused (422). */
-  private planFor(
-    parsed: SearchRequest,
-    types: readonly string[],
-    strict: boolean,
-    canSearch: (type: string) => boolean,
-  ): Plan {
+  /**
+   * Stage 2 for a search and for conditional criteria alike, within the caller's scopes; beyond the cost
+   * limits it is refused (422).
+   */
+  private planFor(parsed: SearchRequest, types: readonly string[], strict: boolean, request: FhirRequest): Plan {
     const plan = planSearch(parsed, types, {
       catalog: this.catalog,
       references: this.catalog.references,
       now: Date.now(),
       strict,
-      canSearch,
+      canSearch: (t) => request.principal.canFhir('search', t),
+      canRead: (t) => request.principal.canFhir('read', t),
       dialect: this.db.dialect,
     });
     checkCost(parsed, plan);
@@ -411,7 +418,8 @@ function joinedTypes(criteria: readonly PlannedCriterion[], into = new Set<strin
   for (const c of criteria) {
     if (c.kind === 'chain') c.targetTypes.forEach((t) => into.add(t));
     if (c.kind === 'has') into.add(c.sourceType);
-    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes') joinedTypes([c.inner], into);
+    if (c.kind === 'chain' || c.kind === 'has' || c.kind === 'forTypes' || c.kind === 'exceptResource')
+      joinedTypes([c.inner], into);
   }
   return into;
 }

@@ -130,8 +130,9 @@ export interface EverythingContext {
 /**
  * The plan of `$everything` on `Patient/id` over `types`: in the compartment; `start`/`end` on each
  * type's `date` parameter (`date=ge<start>`, `date=le<end>`, as a search would; types without a `date`
- * parameter, the Patient among them, are not filtered); `_since` on meta.lastUpdated; and, as includes,
- * what the page's resources refer to of the types outside the compartment the caller may read.
+ * parameter, the Patient among them, are not filtered); `_since` on meta.lastUpdated, except for the
+ * patient itself; and, without `_type`, as includes, what the page's resources refer to of the types
+ * outside the compartment the caller may read.
  */
 export function planEverything(
   rule: CompartmentRule,
@@ -158,10 +159,20 @@ export function planEverything(
       criteria.push({ kind: 'forTypes', types: dated, inner, selectivity: inner.selectivity });
     }
   }
-  if (request.since !== undefined)
-    criteria.push(...plan([criterion('_since', '_lastUpdated', `ge${request.since}`)], types));
+  // The patient comes whatever `_since` says: the resources are about it, and a client merging what
+  // changed needs to know whose they are.
+  if (request.since !== undefined) {
+    for (const inner of plan([criterion('_since', '_lastUpdated', `ge${request.since}`)], types)) {
+      criteria.push({ kind: 'exceptResource', type: 'Patient', id, inner, selectivity: inner.selectivity });
+    }
+  }
 
-  const outside = ctx.catalog.registry.resourceTypes.filter((type) => !rule.members[type] && ctx.canRead(type));
+  // `_type` names every type returned (R4: "the resource types to include"): what the members refer to
+  // outside the compartment comes only without it.
+  const outside =
+    request.types === undefined
+      ? ctx.catalog.registry.resourceTypes.filter((type) => !rule.members[type] && ctx.canRead(type))
+      : [];
   const includes: PlannedInclude[] = [];
   if (outside.length > 0) {
     const sps = types.flatMap((type) =>

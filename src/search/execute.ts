@@ -1,5 +1,6 @@
 // Stage 4 of the search pipeline: run the page query, then the includes, and assemble the Bundle from
-// the stored JSON text of each resource (never parsed on the way out unless _summary/_elements ask).
+// the stored JSON text of each resource (never parsed on the way out unless _summary/_elements ask, or
+// Location `near` for the distance of each match).
 // https://hl7.org/fhir/R4/search.html, https://hl7.org/fhir/R4/bundle.html#searchset
 import type { R4Registry } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
@@ -20,6 +21,10 @@ import { bindInclude, MAX_INCLUDED, withLimit } from './sql/compile.js';
 import type { CompiledInclude, CompiledSearch } from './sql/compile.js';
 import { sql } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
+import { positionOf } from './params/position.js';
+import { distanceMetres } from './values/geo.js';
+import type { GeoPoint } from './values/geo.js';
+import { UCUM_SYSTEM } from './values/ucum.js';
 
 /** Rounds of `:iterate` (beyond that: a warning). */
 export const MAX_INCLUDE_ITERATIONS = 4;
@@ -179,13 +184,35 @@ export async function executeSearch(
   const entry = (row: FullRow, mode: 'match' | 'include'): BundleEntry => ({
     fullUrl: `${ctx.baseUrl}/${row.type}/${row.id}`,
     resourceText: shape ? shape(row.content, row.type) : row.content,
-    search: { mode },
+    search: mode === 'match' && plan.distanceFrom ? distanceSearch(row, plan.distanceFrom) : { mode },
   });
   const entries = [...matched.map((r) => entry(r, 'match')), ...added.map((r) => entry(r, 'include'))];
   if (issues.length) entries.push(outcomeEntry(issues));
   // The audit trail names every resource a search returned, matches and includes alike.
   const accessed = [...matched, ...added].map((r) => `${r.type}/${r.id}`);
   return { ...bundle({ total, entries, links }), accessed };
+}
+
+/**
+ * A `near` match's entry.search: the distance to the nearest of the search's points, in metres, as the
+ * location-distance extension (https://hl7.org/fhir/R4/extension-location-distance.html). Reading it
+ * costs parsing the match (a Location, small); one without a position (matched by another `near` value's
+ * `:missing`, say) gets none.
+ */
+function distanceSearch(row: FullRow, from: readonly GeoPoint[]): Record<string, unknown> {
+  const position =
+    row.type === 'Location' ? positionOf((JSON.parse(row.content) as { position?: unknown }).position) : undefined;
+  if (!position) return { mode: 'match' };
+  const metres = Math.min(...from.map((point) => distanceMetres(point, position)));
+  return {
+    extension: [
+      {
+        url: 'http://hl7.org/fhir/StructureDefinition/location-distance',
+        valueDistance: { value: Math.round(metres * 10) / 10, unit: 'm', system: UCUM_SYSTEM, code: 'm' },
+      },
+    ],
+    mode: 'match',
+  };
 }
 
 function bundle(parts: { total?: number; entries: BundleEntry[]; links: BundleLink[] }): FhirResponse {

@@ -83,6 +83,8 @@ const SHAPES: readonly [string, string, readonly string[]][] = [
   ['Patient', '_lastUpdated=ge2020-01-01', ['resource_type']],
   ['RiskAssessment', 'probability=gt0.5', ['idx_number_pk (pk=?)']],
   ['Encounter', '_length=ge3', ['idx_number_pk (pk=?)']],
+  // Location near: the latitude band is the index range, the rest is tested on its entries.
+  ['Location', 'near=43.77925|11.24626|900|km', ['idx_number_value (sp=? AND lo>? AND lo<?)']],
 ];
 
 async function explain(env: SearchTestEnv, statement: Sql): Promise<string> {

@@ -13,6 +13,7 @@ import { or, raw } from './sql/fragment.js';
 import type { Sql } from './sql/fragment.js';
 import type { IndexTable } from './tables.js';
 import { splitUnescaped, unescapeValue } from './values/escapes.js';
+import type { GeoPoint } from './values/geo.js';
 import type { ReferenceParser } from '../fhir/references.js';
 import type { Dialect } from '../storage/sql/dialect.js';
 
@@ -86,6 +87,14 @@ export type PlannedCriterion = Estimated &
         readonly inner: PlannedCriterion;
         readonly selectivity: number;
       }
+    | {
+        /** The resource `type/id` passes; the others must match `inner` (`$everything`'s `_since`). */
+        readonly kind: 'exceptResource';
+        readonly type: string;
+        readonly id: string;
+        readonly inner: PlannedCriterion;
+        readonly selectivity: number;
+      }
   );
 
 export interface CompositePart {
@@ -138,6 +147,8 @@ export interface Plan {
   readonly ignored: readonly { readonly name: string; readonly reason: string }[];
   /** The parameters that count, in request order, for the self/next links. */
   readonly linkParams: readonly (readonly [string, string])[];
+  /** Location `near`: the points each match's distance is measured from (the nearest counts). */
+  readonly distanceFrom?: readonly GeoPoint[];
 }
 
 export interface PlanContext {
@@ -147,6 +158,8 @@ export interface PlanContext {
   readonly strict: boolean;
   /** May the caller search this type? */
   readonly canSearch: (type: string) => boolean;
+  /** May the caller read this type (`_list` reads through a List)? Without it, search decides. */
+  readonly canRead?: (type: string) => boolean;
   /** The database's SQL, for the value lists of the row conditions (fragment.ts equalsAny). */
   readonly dialect: Dialect;
 }
@@ -198,7 +211,8 @@ export function planSearch(request: SearchRequest, types: readonly string[], ctx
       if (kept.length > 0) linkParams.push([name, kept.map((k) => (k.descending ? '-' : '') + k.code).join(',')]);
     } else linkParams.push([name, value]);
   }
-  return { types, criteria, sort, includes, ignored, linkParams };
+  const distanceFrom = criteria.flatMap((c) => (c.kind === 'rows' ? (c.match.origins ?? []) : []));
+  return { types, criteria, sort, includes, ignored, linkParams, ...(distanceFrom.length ? { distanceFrom } : {}) };
 }
 
 /** The parameter `code` on every one of `types` (all must define it). */
@@ -238,6 +252,7 @@ function planCriterion(
   const name = criterion.name;
   if (key.kind === 'has') return planHas(criterion, key, types, ctx);
   if (key.next) return planChain(criterion, key, types, ctx);
+  if (key.code === '_list') return planList(criterion, key, types, ctx);
   const params = paramsFor(key.code, types, ctx);
   const first = params[0];
   const modifier = key.modifier;
@@ -414,15 +429,47 @@ function planHas(
   };
 }
 
+/**
+ * `_list=<id>` (https://hl7.org/fhir/R4/search.html#list): the resources List/<id> names in
+ * `entry.item`, as the List's own `item` parameter indexes them: `_has:List:item:_id=<id>`, a reverse
+ * chain from the List. It reveals the List's items, so the caller must be allowed to read or search
+ * Lists (either already shows them: `GET List/<id>`, `List?_id=<id>`), besides the searched types.
+ * Functional lists (`$current-allergies`...) are not supported.
+ */
+function planList(
+  criterion: Criterion,
+  key: Extract<ParamKey, { kind: 'param' }>,
+  types: readonly string[],
+  ctx: PlanContext,
+): PlannedCriterion {
+  const name = criterion.name;
+  if (key.modifier !== undefined) throw invalid(name, `${name}: _list takes no modifier`);
+  const ids = criterion.values.map(unescapeValue);
+  if (ids.some((id) => id === '')) throw invalid(name, `${name}: empty value`);
+  if (ids.some((id) => id.startsWith('$'))) throw new Unknown('functional lists ($name) are not supported');
+  const item = ctx.catalog.param('List', 'item');
+  if (!item || item.kind !== 'index') throw new Unknown('List has no item parameter');
+  if (!ctx.canSearch('List') && !ctx.canRead?.('List')) {
+    throw new AppError(
+      'forbidden',
+      `The token's scopes do not allow reading Lists, which ${name} reads (needs system/List.r or system/List.s)`,
+    );
+  }
+  const targetTypes = types.filter((t) => item.targets.length === 0 || item.targets.includes(t));
+  if (targetTypes.length === 0) throw invalid(name, `${name}: a List never holds ${types.join(', ')}`);
+  const inner: PlannedCriterion = { kind: 'id', ids, selectivity: 0 };
+  return { kind: 'has', sourceType: 'List', refSps: [item.sp], targetTypes, inner, selectivity: 0 };
+}
+
 function planSort(code: string, descending: boolean, types: readonly string[], ctx: PlanContext): PlannedSort {
   const params = paramsFor(code, types, ctx);
   const first = params[0];
   if (first.kind === 'id') return { kind: 'column', column: 'id', descending, code };
   if (first.kind === 'lastUpdated') return { kind: 'column', column: 'last_updated', descending, code };
-  if (first.kind !== 'index') {
+  const handler = first.handler;
+  if (first.kind !== 'index' || !handler?.sort) {
     throw invalid('_sort', `_sort: ${code} is a ${first.type} parameter, which this server cannot sort on`);
   }
-  const handler = first.handler!;
   return {
     kind: 'index',
     table: handler.table,

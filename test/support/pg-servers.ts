@@ -114,8 +114,18 @@ function start(dir: string): void {
   run('pg_ctl', ['-D', dir, '-l', join(dir, '..', 'server.log'), '-w', '-t', '60', 'start']);
 }
 
-/** A primary ready for streaming replication. */
-export async function startPrimary(): Promise<PgServer> {
+/** Whether the machine's PostgreSQL has the pg_stat_statements module (Debian ships it with the server). */
+export function statementStatsAvailable(): boolean {
+  const bin = postgresBinDir();
+  return bin !== undefined && existsSync(join(bin, '..', 'lib', 'pg_stat_statements.so'));
+}
+
+/**
+ * A primary ready for streaming replication. `statementStats`: pg_stat_statements loaded, here and in
+ * every standby copied from it, so a test can count the statements each server ran (the extension's view
+ * is created on the primary, and reaches the standbys by replication).
+ */
+export async function startPrimary(options: { statementStats?: boolean } = {}): Promise<PgServer> {
   const port = await freePort();
   const dir = newDir();
   run('initdb', ['-D', dir, '-U', 'postgres', '--auth=trust', '--no-sync']);
@@ -128,6 +138,7 @@ export async function startPrimary(): Promise<PgServer> {
     'hot_standby = on',
     'fsync = on',
     'shared_buffers = 16MB',
+    ...(options.statementStats ? [`shared_preload_libraries = 'pg_stat_statements'`] : []),
   ];
   appendFileSync(join(dir, 'postgresql.conf'), `\n${settings.join('\n')}\n`);
   start(dir);

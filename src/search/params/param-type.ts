@@ -1,12 +1,14 @@
 // What every search-parameter type implements (the style notes principle 6, after Blaze): extraction of index
 // rows at write time and the SQL row condition at search time live side by side in one module per type
-// (string.ts, token.ts, date.ts, number.ts, quantity.ts, reference.ts, uri.ts), so they cannot drift.
+// (string.ts, token.ts, date.ts, number.ts, quantity.ts, reference.ts, uri.ts; position.ts for Location
+// `near`), so they cannot drift.
 import type { SearchParameterType } from '../../definitions/registry.js';
 import { AppError } from '../../errors.js';
 import type { Node } from '../expressions/evaluate.js';
 import type { TypeModel, TypeState } from '../expressions/model.js';
 import type { Sql } from '../sql/fragment.js';
 import type { IndexTable, RowSink } from '../tables.js';
+import type { GeoPoint } from '../values/geo.js';
 import type { ReferenceParser } from '../../fhir/references.js';
 import type { Dialect } from '../../storage/sql/dialect.js';
 
@@ -58,6 +60,8 @@ export interface RowMatch {
   readonly rangeValues?: number;
   /** Lower is more selective: used to pick the index that drives the query (see plan.ts). */
   readonly selectivity: number;
+  /** Location `near`: the points the matches' distances are measured from (execute.ts). */
+  readonly origins?: readonly GeoPoint[];
 }
 
 export interface ParamTypeHandler {
@@ -73,9 +77,9 @@ export interface ParamTypeHandler {
    * How resources sort on this type (over alias `t`): ascending by the MIN of `column` over the
    * resource's rows, descending by its MAX. `tiebreak` completes `column` to a key unique among one
    * resource's rows (so the index-ordered sort in sql/compile.ts can pick exactly one row per resource);
-   * `filter` leaves rows out of sorting.
+   * `filter` leaves rows out of sorting. Absent where the type has no order (`near`): `_sort` is a 400.
    */
-  readonly sort: { readonly column: Sql; readonly tiebreak: readonly Sql[]; readonly filter?: Sql };
+  readonly sort?: { readonly column: Sql; readonly tiebreak: readonly Sql[]; readonly filter?: Sql };
 }
 
 export function invalid(name: string, message: string): AppError {

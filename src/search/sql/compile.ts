@@ -96,6 +96,11 @@ export function criterionCondition(d: Dialect, c: PlannedCriterion, outer: strin
     }
     case 'forTypes':
       return or([sql`${o}.type NOT IN ${list(c.types)}`, criterionCondition(d, c.inner, outer, depth)]);
+    case 'exceptResource':
+      return or([
+        and([sql`${o}.type = ${c.type}`, sql`${o}.id = ${c.id}`]),
+        criterionCondition(d, c.inner, outer, depth),
+      ]);
   }
 }
 

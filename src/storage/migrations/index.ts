@@ -10,6 +10,7 @@ import { writePositionsMigration } from './009-write-positions.js';
 import { exportBoundsMigration } from './010-export-bounds.js';
 import { indexKeysMigration } from './011-index-keys.js';
 import { tokenGenerationMigration } from './012-token-generation.js';
+import { asyncRequestsMigration } from './013-async-requests.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -26,4 +27,5 @@ export const MIGRATIONS: readonly Migration[] = [
   exportBoundsMigration,
   indexKeysMigration,
   tokenGenerationMigration,
+  asyncRequestsMigration,
 ];

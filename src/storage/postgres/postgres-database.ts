@@ -10,6 +10,13 @@ import {
 import type { ReadAfter, ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { PG_QUERY_CANCELED, postgresDialect } from '../sql/dialect.js';
 import { ReplicaSet } from './replicas.js';
+
+/**
+ * Where a read a replica may answer went (DATABASE_READ_URLS): `replica`; or the primary because each
+ * replica within the allowed lag has yet to replay the reader's last write (`primary-own-write`), none
+ * answers within it (`primary-no-replica`), or the chosen one failed under the read (`primary-replica-failed`).
+ */
+export type ReadRouting = 'replica' | 'primary-own-write' | 'primary-no-replica' | 'primary-replica-failed';
 import { parsePostgresTargets } from './targets.js';
 import type { PostgresTargets } from './targets.js';
 
@@ -210,6 +217,8 @@ export class PostgresDatabase implements SqlDatabase {
   private closed = false;
   private readonly replicas: ReplicaSet | undefined;
   private readonly replicaPoolsByUrl = new Map<string, ServerPools>();
+  /** Told where each read a replica may answer went (metrics/metrics.ts counts them). */
+  private readRouted: ((routing: ReadRouting) => void) | undefined;
 
   constructor(
     databaseUrl: string,
@@ -349,6 +358,16 @@ export class PostgresDatabase implements SqlDatabase {
     }
   }
 
+  /** Where reads a replica may answer go, as they go (one listener: the app's metrics). */
+  observeReadRouting(listener: (routing: ReadRouting) => void): void {
+    this.readRouted = listener;
+  }
+
+  /** Each replica's health and lag (DATABASE_READ_URLS order), for metrics; empty without replicas. */
+  replicaStatus(): { healthy: boolean; lagMs: number }[] {
+    return this.replicas?.status().map(({ healthy, lagMs }) => ({ healthy, lagMs })) ?? [];
+  }
+
   /** Connections of each pool (for metrics): the main one, and the search one once it exists. */
   poolStats(): { pool: 'main' | 'search'; total: number; idle: number; waiting: number }[] {
     return this.current?.stats() ?? [];
@@ -387,13 +406,19 @@ export class PostgresDatabase implements SqlDatabase {
     read: (pools: ServerPools) => Promise<T[]>,
   ): Promise<{ rows: T[] } | undefined> {
     if (!this.replicas) return undefined;
-    const replica = this.replicas.choose(after ? await after() : undefined);
-    if (replica === undefined) return undefined;
+    const choice = this.replicas.choose(after ? await after() : undefined);
+    if (!('url' in choice)) {
+      this.readRouted?.(choice.primary === 'own-write' ? 'primary-own-write' : 'primary-no-replica');
+      return undefined;
+    }
     try {
-      return { rows: await read(this.replicaPools(replica)) };
+      const rows = await read(this.replicaPools(choice.url));
+      this.readRouted?.('replica');
+      return { rows };
     } catch (error) {
       if (!isConnectionLost(error)) throw error;
-      this.replicas.failed(replica);
+      this.replicas.failed(choice.url);
+      this.readRouted?.('primary-replica-failed');
       return undefined;
     }
   }

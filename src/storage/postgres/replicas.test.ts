@@ -36,12 +36,18 @@ describe('WAL positions', () => {
   });
 });
 
+/** The replica chosen, or why the primary answers. */
+const pick = (set: ReplicaSet, after: string | undefined): string => {
+  const choice = set.choose(after);
+  return 'url' in choice ? choice.url : `primary:${choice.primary}`;
+};
+
 describe('replica choice', () => {
   it('uses no replica before the first poll, then each up-to-date one in turn', async () => {
     const { set } = fakeCluster();
-    expect(set.choose(undefined)).toBeUndefined();
+    expect(pick(set, undefined)).toBe('primary:none');
     await set.poll();
-    expect([set.choose(undefined), set.choose(undefined), set.choose(undefined)]).toEqual(['r1', 'r2', 'r1']);
+    expect([pick(set, undefined), pick(set, undefined), pick(set, undefined)]).toEqual(['r1', 'r2', 'r1']);
   });
 
   it("sends a caller's search only to a replica that replayed its last write", async () => {
@@ -50,10 +56,10 @@ describe('replica choice', () => {
     state.replicas.set('r1', '0/200');
     state.replicas.set('r2', '0/180');
     await set.poll();
-    expect(set.choose('0/1F0')).toBe('r1');
-    expect(set.choose('0/1F0')).toBe('r1');
-    expect(set.choose('0/201')).toBeUndefined();
-    expect(set.choose('not-a-position')).toBeUndefined();
+    expect(pick(set, '0/1F0')).toBe('r1');
+    expect(pick(set, '0/1F0')).toBe('r1');
+    expect(pick(set, '0/201')).toBe('primary:own-write');
+    expect(pick(set, 'not-a-position')).toBe('primary:own-write');
   });
 
   it('leaves out a replica that lags more than allowed, and one that fails, until it catches up', async () => {
@@ -69,17 +75,39 @@ describe('replica choice', () => {
     state.replicas.set('r1', '0/400');
     await set.poll();
     expect(set.status().find((s) => s.url === 'r2')!.lagMs).toBe(1500);
-    expect([set.choose(undefined), set.choose(undefined)]).toEqual(['r1', 'r1']);
+    expect([pick(set, undefined), pick(set, undefined)]).toEqual(['r1', 'r1']);
 
     state.replicas.set('r1', new Error('connection refused'));
     await set.poll();
-    expect(set.choose(undefined)).toBeUndefined();
+    expect(pick(set, undefined)).toBe('primary:none');
 
     state.replicas.set('r1', '0/400');
     state.replicas.set('r2', '0/400');
     await set.poll();
-    expect(new Set([set.choose(undefined), set.choose(undefined)])).toEqual(new Set(['r1', 'r2']));
+    expect(new Set([pick(set, undefined), pick(set, undefined)])).toEqual(new Set(['r1', 'r2']));
     set.failed('r2');
-    expect([set.choose(undefined), set.choose(undefined)]).toEqual(['r1', 'r1']);
+    expect([pick(set, undefined), pick(set, undefined)]).toEqual(['r1', 'r1']);
+  });
+
+  it('leaves out a replica whose position read does not answer, and polls on', async () => {
+    let hang = false;
+    const set = new ReplicaSet(
+      ['r1'],
+      {
+        primaryPosition: async () => '0/100',
+        replayedPosition: () => (hang ? new Promise<string>(() => undefined) : Promise.resolve('0/100')),
+      },
+      1000,
+      Date.now,
+      20,
+    );
+    await set.poll();
+    expect(pick(set, undefined)).toBe('r1');
+    hang = true;
+    await set.poll();
+    expect(pick(set, undefined)).toBe('primary:none');
+    hang = false;
+    await set.poll();
+    expect(pick(set, undefined)).toBe('r1');
   });
 });

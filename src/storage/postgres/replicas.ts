@@ -9,6 +9,24 @@ import { walPosition } from '../write-positions.js';
 const POLL_MS = 200;
 /** How long primary positions are remembered to measure lag (beyond it, a replica counts as too far behind). */
 const HISTORY_MS = 60_000;
+/**
+ * How long one position read may take. A server that stops answering without closing the connection (a
+ * host gone from the network) would otherwise hold the round forever, and with it every later one, so
+ * that a replica last seen healthy would go on being chosen.
+ */
+const POLL_TIMEOUT_MS = 2000;
+
+class PollTimeout extends Error {}
+
+/** `promise`, or a PollTimeout after `ms` (the read itself is left to finish or fail on its own). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PollTimeout()), ms);
+  });
+  promise.catch(() => undefined);
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
 
 export interface ReplicaProbe {
   /** The primary's WAL position now. */
@@ -16,6 +34,12 @@ export interface ReplicaProbe {
   /** The replica's replayed position (pg_last_wal_replay_lsn), or an error when it does not answer. */
   replayedPosition(url: string): Promise<string>;
 }
+
+/**
+ * Where a read goes: a replica, or the primary because every replica that answers within the allowed lag
+ * has yet to replay the caller's last write (`own-write`), or because none answers within it (`none`).
+ */
+export type ReplicaChoice = { readonly url: string } | { readonly primary: 'own-write' | 'none' };
 
 interface ReplicaState {
   readonly url: string;
@@ -36,6 +60,7 @@ export class ReplicaSet {
     private readonly probe: ReplicaProbe,
     private readonly maxLagMs: number,
     private readonly now: () => number = Date.now,
+    private readonly pollTimeoutMs = POLL_TIMEOUT_MS,
   ) {
     this.states = urls.map((url) => ({ url, replayed: undefined, lagMs: Infinity, healthy: false }));
   }
@@ -63,7 +88,7 @@ export class ReplicaSet {
   private async readPositions(): Promise<void> {
     const at = this.now();
     try {
-      const position = walPosition(await this.probe.primaryPosition());
+      const position = walPosition(await within(this.probe.primaryPosition(), this.pollTimeoutMs));
       if (position !== undefined) this.samples.push({ at, position });
     } catch {
       // The primary did not answer: lags are measured against the positions already seen.
@@ -72,7 +97,7 @@ export class ReplicaSet {
     await Promise.all(
       this.states.map(async (state) => {
         try {
-          const replayed = walPosition(await this.probe.replayedPosition(state.url));
+          const replayed = walPosition(await within(this.probe.replayedPosition(state.url), this.pollTimeoutMs));
           state.replayed = replayed;
           state.healthy = replayed !== undefined;
           state.lagMs = replayed === undefined ? Infinity : this.lagOf(replayed, at);
@@ -96,20 +121,16 @@ export class ReplicaSet {
 
   /**
    * A replica for a search that must see everything up to `after` (the caller's last write), in turn
-   * among those that qualify; undefined when none does (the primary answers).
+   * among those that qualify; else why the primary answers.
    */
-  choose(after: string | undefined): string | undefined {
+  choose(after: string | undefined): ReplicaChoice {
     const floor = after === undefined ? undefined : walPosition(after);
-    if (after !== undefined && floor === undefined) return undefined;
-    const candidates = this.states.filter(
-      (s) =>
-        s.healthy &&
-        s.lagMs <= this.maxLagMs &&
-        s.replayed !== undefined &&
-        (floor === undefined || s.replayed >= floor),
-    );
-    if (candidates.length === 0) return undefined;
-    return candidates[this.next++ % candidates.length].url;
+    const live = this.states.filter((s) => s.healthy && s.lagMs <= this.maxLagMs && s.replayed !== undefined);
+    if (live.length === 0) return { primary: 'none' };
+    if (after !== undefined && floor === undefined) return { primary: 'own-write' };
+    const candidates = floor === undefined ? live : live.filter((s) => s.replayed! >= floor);
+    if (candidates.length === 0) return { primary: 'own-write' };
+    return { url: candidates[this.next++ % candidates.length].url };
   }
 
   /** A replica whose connection failed is left out until it answers a poll again. */
@@ -118,7 +139,7 @@ export class ReplicaSet {
     if (state) state.healthy = false;
   }
 
-  /** Each replica's state (what `choose` decides from). */
+  /** Each replica's state (what `choose` decides from), in DATABASE_READ_URLS order. */
   status(): { url: string; healthy: boolean; lagMs: number }[] {
     return this.states.map(({ url, healthy, lagMs }) => ({ url, healthy, lagMs }));
   }

@@ -12,7 +12,7 @@ import { raw } from '../search/sql/fragment.js';
 import type { Sql } from '../search/sql/fragment.js';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { patientCompartmentParams } from './compartment.js';
-import { ACCOUNT_BYTES, ACCOUNT_USAGE } from './jobs.js';
+import { ACCOUNT_BYTES, ACCOUNT_USAGE, CLAIM_CANDIDATES } from './jobs.js';
 import { selectionFor } from './selection.js';
 import type { ExportSpec } from './selection.js';
 import { pageQuery, versionAtQuery } from './snapshot.js';
@@ -130,13 +130,9 @@ describe.each(BACKENDS)('export query plans on %s', (backend) => {
 
   it('reads and sweeps jobs and chunks from indexes', async () => {
     const statements: [string, (string | number)[], string[]][] = [
-      [
-        `SELECT id FROM export_job WHERE (state = 'queued' OR (state = 'running' AND lease_expires < ?)) ORDER BY created_at, id LIMIT 4`,
-        [1],
-        ['export_job_claim'],
-      ],
+      [CLAIM_CANDIDATES, ['export', 1], ['export_job_kind_claim']],
       ['SELECT id FROM export_job WHERE expires_at < ? ORDER BY expires_at LIMIT ?', [1, 20], ['export_job_expires']],
-      [ACCOUNT_USAGE, ['a'], ['export_job_account']],
+      [ACCOUNT_USAGE, ['export', 'a'], ['export_job_account']],
       [ACCOUNT_BYTES, ['a'], ['export_job_account']],
       [
         'SELECT data FROM export_chunk WHERE job_id = ? AND type = ? AND file_no = ? AND seq = ?',

@@ -201,6 +201,8 @@ const COLUMNS =
 export const ACCOUNT_BYTES = 'SELECT SUM(bytes) AS bytes FROM export_job WHERE account_id = ?';
 
 const CLAIMABLE = `kind = ? AND (state = 'queued' OR (state = 'running' AND lease_expires < ?))`;
+/** The oldest jobs of a kind that a worker may claim (parameters: kind, now). */
+export const CLAIM_CANDIDATES = `SELECT id FROM export_job WHERE ${CLAIMABLE} ORDER BY created_at, id LIMIT 4`;
 const HELD = `id = ? AND lease_token = ? AND state = 'running'`;
 
 export class ExportJobs {
@@ -299,10 +301,7 @@ export class ExportJobs {
   /** Claims the oldest queued job of a kind (or one whose lease expired), or undefined when there is none. */
   async claim(leaseMs: number, kind: JobKind = 'export'): Promise<ClaimedJob | undefined> {
     const now = this.clock();
-    const candidates = await this.db.query<{ id: string }>(
-      `SELECT id FROM export_job WHERE ${CLAIMABLE} ORDER BY created_at, id LIMIT 4`,
-      [kind, now],
-    );
+    const candidates = await this.db.query<{ id: string }>(CLAIM_CANDIDATES, [kind, now]);
     for (const { id } of candidates) {
       const token = randomUUID();
       const [row] = await this.db.query<JobRow>(

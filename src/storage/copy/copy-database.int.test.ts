@@ -266,14 +266,19 @@ describe.each(BACKENDS)('copyDatabase from %s into PostgreSQL', (backend) => {
 
   it('keeps nothing when the source changes during the copy, so that it can run again', async () => {
     await migrate(target!);
-    let written = false;
-    const report = await copyDatabase(source, target!, {
+    // A server still writing: a row changed once its table was copied. The copy's later reads wait for
+    // the write, so that it is in the source before the verification reads it, however loaded the machine.
+    let write: Promise<unknown> | undefined;
+    const writing = Object.create(source) as SqlDatabase;
+    writing.query = (async (text: string, params?: unknown[]) => {
+      await write;
+      return source.query(text, params as never);
+    }) as SqlDatabase['query'];
+    const report = await copyDatabase(writing, target!, {
       limits: LIMITS,
       onProgress: (p) => {
-        // A server still writing: a row added once its table was copied.
-        if (!written && p.phase === 'copy' && p.table === 'account' && p.rows === p.total) {
-          written = true;
-          void source.execute(`UPDATE account SET scopes = 'system/*.cruds' WHERE username = 'Zed'`);
+        if (!write && p.phase === 'copy' && p.table === 'account' && p.rows === p.total) {
+          write = source.execute(`UPDATE account SET scopes = 'system/*.cruds' WHERE username = 'Zed'`);
         }
       },
     });

@@ -10,5 +10,7 @@ export const asyncRequestsMigration: Migration = {
   statements: () => [
     `ALTER TABLE export_job ADD COLUMN kind TEXT NOT NULL DEFAULT 'export'`,
     `CREATE INDEX export_job_kind_claim ON export_job (kind, state, lease_expires, created_at)`,
+    // Every claim names its kind now: the index without it would only cost writes.
+    `DROP INDEX export_job_claim`,
   ],
 };

@@ -5,7 +5,7 @@
 // (the others they and the set-up import linked), with the set-up's own files beside them. A process
 // of its own starts the embedded server through that set-up, queries it and stops it. The postgres user
 // cannot run the binaries where they were put, and the server runs from the copy the set-up made.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   cpSync,
   mkdirSync,
@@ -21,6 +21,7 @@ import { arch, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runProcess } from './support/cli-process.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const MODULES = join(ROOT, 'node_modules');
@@ -72,15 +73,7 @@ describe.skipIf(!asRoot || platform() !== 'linux')(
       writeFileSync(join(checkout, 'package.json'), JSON.stringify({ type: 'module' }));
       writeFileSync(join(checkout, 'driver.ts'), DRIVER);
 
-      const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'driver.ts'], { cwd: checkout, stdio: 'pipe' });
-        let stdout = '';
-        let stderr = '';
-        child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-        child.on('error', reject);
-        child.on('close', (code) => resolve({ code, stdout, stderr }));
-      });
+      const result = await runProcess(process.execPath, ['--import', 'tsx', 'driver.ts'], { cwd: checkout });
       expect(result.code, result.stderr).toBe(0);
       const seen = JSON.parse(result.stdout.trim().split('\n').at(-1)!) as { dir: string; who: string; binary: string };
       expect(seen.who).toBe('postgres');

@@ -2,12 +2,13 @@
 // request" commands exactly as written (its account, token, create, search and scribe visit; only the
 // address and the way to call the command are the test's), then move the database to PostgreSQL with
 // `db copy` and find everything again there.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runProcess as run } from './support/cli-process.js';
 import { postgresTestDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
 import { startServerProcess } from './support/server-process.js';
@@ -39,22 +40,6 @@ function shellCommands(markdown: string, heading: string): string[] {
     }
   }
   return commands;
-}
-
-function run(
-  command: string,
-  args: readonly string[],
-  options: { cwd: string; env: Record<string, string> },
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 /**

@@ -8,13 +8,13 @@
 // In the long suites only (npm run test:full): the install builds better-sqlite3 from its sources, about a
 // minute and a half on 2 cores, and needs the npm registry or an npm cache holding the dependencies (as
 // `npm ci` leaves it).
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runProcess } from './support/cli-process.js';
 import { fhirClient, passwordToken } from './support/fhir-client.js';
 import type { Bundle } from './support/fhir-client.js';
 import { httpInject } from './support/http-inject.js';
@@ -65,16 +65,7 @@ function run(
   args: string[],
   options: { cwd: string; env?: NodeJS.ProcessEnv; input?: string },
 ): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { cwd: options.cwd, env: options.env ?? shellEnv(), stdio: 'pipe' });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
-  });
+  return runProcess(file, args, { ...options, env: options.env ?? shellEnv() });
 }
 
 interface Packed {

@@ -5,9 +5,10 @@
 // the requests.
 import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { auditAccess } from '../auth/audit.js';
+import type { AppError } from '../errors.js';
 import { operationOutcomeFor } from '../errors.js';
-import type { AsyncRequestService } from '../export/async-requests.js';
 import { RETRY_AFTER_SECONDS } from '../export/service.js';
+import type { AsyncRequestService } from '../export/async-requests.js';
 import { assertJsonFormat, FHIR_JSON } from './fhir-reply.js';
 
 /** The handlers of the route table's `async-status` and `async-cancel` routes. */
@@ -16,19 +17,7 @@ export function asyncRequestHandlers(requests: AsyncRequestService): Record<stri
     assertJsonFormat(request);
     const { job } = request.params as { job: string };
     const status = await requests.status(request.principal!, job);
-    if (status.state === 'in-progress') {
-      return reply
-        .code(202)
-        .header('X-Progress', status.progress)
-        .header('Retry-After', String(RETRY_AFTER_SECONDS))
-        .send();
-    }
-    if (status.state === 'failed') {
-      return reply
-        .code(status.error.status)
-        .type(FHIR_JSON)
-        .send(JSON.stringify(operationOutcomeFor(status.error)));
-    }
+    if (status.state !== 'completed') return replyUnfinished(reply, status);
     if (status.accessed.length > 0) auditAccess(request, { interaction: 'async-result', ids: status.accessed });
     return reply
       .code(200)
@@ -49,4 +38,25 @@ export function asyncRequestHandlers(requests: AsyncRequestService): Record<stri
   }
 
   return { 'async-status': status, 'async-cancel': cancel };
+}
+
+/**
+ * The answer to a status poll of a job not yet done (FHIR's asynchronous pattern, for exports and
+ * asynchronous requests alike): 202 with its progress while it runs, its OperationOutcome once failed.
+ */
+export function replyUnfinished(
+  reply: FastifyReply,
+  status: { state: 'in-progress'; progress: string } | { state: 'failed'; error: AppError },
+): FastifyReply {
+  if (status.state === 'in-progress') {
+    return reply
+      .code(202)
+      .header('X-Progress', status.progress)
+      .header('Retry-After', String(RETRY_AFTER_SECONDS))
+      .send();
+  }
+  return reply
+    .code(status.error.status)
+    .type(FHIR_JSON)
+    .send(JSON.stringify(operationOutcomeFor(status.error)));
 }

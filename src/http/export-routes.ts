@@ -8,14 +8,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod 
 import { AccountStore } from '../auth/accounts.js';
 import { currentPrincipal } from '../auth/authenticator.js';
 import type { R4Registry } from '../definitions/registry.js';
-import { operationOutcomeFor } from '../errors.js';
 import { patientCompartmentParams } from '../export/compartment.js';
 import type { ExportJobs } from '../export/jobs.js';
 import type { AsyncRequestService } from '../export/async-requests.js';
-import { asyncRequestHandlers } from './async-routes.js';
+import { asyncRequestHandlers, replyUnfinished } from './async-routes.js';
 import { kickoffPairs, NDJSON, parsePrefer } from '../export/kickoff.js';
 import { ExportRunner } from '../export/runner.js';
-import { ExportService, RETRY_AFTER_SECONDS } from '../export/service.js';
+import { ExportService } from '../export/service.js';
 import type { ExportLevel } from '../export/selection.js';
 import { FHIR_ROUTES } from '../fhir/router.js';
 import { fhirUrl } from '../fhir/routing.js';
@@ -106,20 +105,7 @@ export async function exportRoutes(app: FastifyInstance, options: ExportRoutesOp
     assertJsonFormat(request);
     const { job } = request.params as { job: string };
     const status = await exports.status(request.principal!, job, statusUrl(job));
-    if (status.state === 'in-progress') {
-      return reply
-        .code(202)
-        .header('X-Progress', status.progress)
-        .header('Retry-After', String(RETRY_AFTER_SECONDS))
-        .send();
-    }
-    if (status.state === 'failed') {
-      const error = status.error;
-      return reply
-        .code(error.status)
-        .type(FHIR_JSON)
-        .send(JSON.stringify(operationOutcomeFor(error)));
-    }
+    if (status.state !== 'completed') return replyUnfinished(reply, status);
     return reply
       .code(200)
       .header('Expires', new Date(status.expiresAt).toUTCString())

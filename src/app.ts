@@ -29,6 +29,7 @@ import { serverTimeouts } from './http/server-timeouts.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
+import { subscriptionRoutes } from './http/subscription-routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { pathOf } from './url-parts.js';
 
@@ -119,15 +120,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const jobs = jobStore(config, db);
   const services = { ...createFhirServices(config, db, definitions), asyncRequests: jobs.asyncRequests };
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    try {
-      await db.ping();
-      return { status: 'ready' };
-    } catch {
-      return reply.code(503).send({ status: 'unavailable', error: 'database unreachable' });
-    }
-  });
+  registerProbes(app, db);
 
   // The web console: its page and assets need no token (the API behind it does).
   const publicPath = new URL(config.publicUrl).pathname.replace(/\/+$/, '');
@@ -146,6 +139,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       await scope.register(fhirRoutes, { services, xml });
       await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db, ...jobs });
       await scope.register(scribeRoutes, { services, db, metrics });
+      await scope.register(subscriptionRoutes, { services, db });
     },
   });
 
@@ -163,6 +157,19 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     await db.close();
   });
   return app;
+}
+
+/** Liveness (the process answers) and readiness (its database answers). */
+function registerProbes(app: FastifyInstance, db: SqlDatabase): void {
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    try {
+      await db.ping();
+      return { status: 'ready' };
+    } catch {
+      return reply.code(503).send({ status: 'unavailable', error: 'database unreachable' });
+    }
+  });
 }
 
 /**

@@ -77,6 +77,27 @@ export interface Config {
   readonly scribe: ScribeConfig;
   /** Bulk Data export (src/export/, docs/export.md). */
   readonly export: ExportConfig;
+  /** R4 Subscriptions (src/subscriptions/, docs/subscriptions.md). */
+  readonly subscriptions: SubscriptionConfig;
+}
+
+export interface SubscriptionConfig {
+  /** AMBIENT_SUBSCRIPTION_ENDPOINTS: the URL prefixes a rest-hook may name (none: no rest-hook is allowed). */
+  readonly endpoints: readonly string[];
+  /** AMBIENT_SUBSCRIPTION_WORKERS: rest-hook deliveries this process makes at once (0: it delivers none). */
+  readonly workers: number;
+  /** AMBIENT_SUBSCRIPTION_POLL_MS: how often a process looks for writes to match and notifications to send. */
+  readonly pollMs: number;
+  /** AMBIENT_SUBSCRIPTION_TIMEOUT_MS: the time one delivery may take, connection to response. */
+  readonly timeoutMs: number;
+  /** AMBIENT_SUBSCRIPTION_MAX_ATTEMPTS: failed deliveries in a row after which a subscription is set to error. */
+  readonly maxAttempts: number;
+  /** AMBIENT_SUBSCRIPTION_RETRY_BASE_MS: the wait after the first failure, doubled for each further one (at most 5 minutes). */
+  readonly retryBaseMs: number;
+  /** AMBIENT_SUBSCRIPTION_MAX_PER_ACCOUNT: live subscriptions one account may have; past it a new one is set to error. */
+  readonly maxPerAccount: number;
+  /** AMBIENT_SUBSCRIPTION_MAX_PENDING: undelivered notifications one subscription may have; past it, error. */
+  readonly maxPending: number;
 }
 
 export interface ExportConfig {
@@ -478,8 +499,51 @@ function readConfig(environment: Env, options: ConfigOptions) {
       requestWorkers: integer('AMBIENT_ASYNC_WORKERS', 2, 0, 16),
       requestMaxActive: integer('AMBIENT_ASYNC_MAX_ACTIVE', 5, 1, 1000),
     }),
+    subscriptions: Object.freeze({
+      endpoints: Object.freeze(subscriptionEndpoints(env.AMBIENT_SUBSCRIPTION_ENDPOINTS, problems)),
+      workers: integer('AMBIENT_SUBSCRIPTION_WORKERS', 8, 0, 256),
+      pollMs: integer('AMBIENT_SUBSCRIPTION_POLL_MS', 250, 10, 60_000),
+      timeoutMs: integer('AMBIENT_SUBSCRIPTION_TIMEOUT_MS', 10_000, 100, 600_000),
+      maxAttempts: integer('AMBIENT_SUBSCRIPTION_MAX_ATTEMPTS', 10, 1, 1000),
+      retryBaseMs: integer('AMBIENT_SUBSCRIPTION_RETRY_BASE_MS', 1000, 0, 3_600_000),
+      maxPerAccount: integer('AMBIENT_SUBSCRIPTION_MAX_PER_ACCOUNT', 100, 1, 100_000),
+      maxPending: integer('AMBIENT_SUBSCRIPTION_MAX_PENDING', 1000, 1, 1_000_000),
+    }),
   };
   return { config, problems, known, publicUrlNote };
+}
+
+/**
+ * The rest-hook prefixes: absolute http(s) URLs. A prefix without a path gets `/`, so that
+ * `https://hooks.example` cannot be matched by `https://hooks.example.attacker.net`.
+ */
+function subscriptionEndpoints(raw: string | undefined, problems: string[]): string[] {
+  const prefixes: string[] = [];
+  for (const item of (raw ?? '').split(',')) {
+    const prefix = item.trim();
+    if (prefix === '') continue;
+    let url: URL;
+    try {
+      url = new URL(prefix);
+    } catch {
+      problems.push(`AMBIENT_SUBSCRIPTION_ENDPOINTS must list http:// or https:// URLs, got "${prefix}"`);
+      continue;
+    }
+    if (
+      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+      url.username ||
+      url.password ||
+      url.search ||
+      url.hash
+    ) {
+      problems.push(
+        `AMBIENT_SUBSCRIPTION_ENDPOINTS must list http:// or https:// URLs without credentials, query or fragment, got "${prefix}"`,
+      );
+      continue;
+    }
+    prefixes.push(url.pathname === '/' && !prefix.endsWith('/') ? `${url.origin}/` : prefix);
+  }
+  return prefixes;
 }
 
 function postgresPooler(raw: string | undefined, problems: string[]): 'none' | 'transaction' {

@@ -8,6 +8,7 @@ import type { SearchEngineOptions } from './search/engine.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { LinkWriter } from './storage/link-writer.js';
 import { SqlResourceStore } from './storage/sql-resource-store.js';
+import { SubscriptionIndexWriter } from './subscriptions/index-writer.js';
 import { WritePositions } from './storage/write-positions.js';
 import { validateResource } from './validation/validate.js';
 import { FHIR_ROUTES } from './fhir/router.js';
@@ -26,7 +27,7 @@ export function createFhirServices(
     config,
     store: new SqlResourceStore(
       db,
-      [search.indexWriter, new LinkWriter(search.catalog.references)],
+      [search.indexWriter, new LinkWriter(search.catalog.references), new SubscriptionIndexWriter()],
       Date.now,
       config.referentialIntegrity,
     ),

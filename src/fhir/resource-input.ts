@@ -3,6 +3,7 @@ import type { OutcomeIssue } from '../errors.js';
 import type { FhirResource } from '../storage/store.js';
 import type { ValidationIssue } from '../validation/validate.js';
 import { requireBinaryContext, requireKnowableReferences } from './access.js';
+import { checkSubscription } from './subscription-input.js';
 import type { FhirRequest, FhirServices } from './services.js';
 
 /**
@@ -46,6 +47,11 @@ export function acceptResource(request: FhirRequest, type: string, body: unknown
   if (issues.length > 0) throw invalidResourceError(services, type, issues);
   requireKnowableReferences(request, resource as FhirResource, expectedId);
   if (type === 'Binary') requireBinaryContext(request, resource, 'write');
+  if (type === 'Subscription') {
+    const checked = checkSubscription(request, resource as FhirResource);
+    if (checked.issues.length > 0) throw invalidResourceError(services, type, checked.issues);
+    return checked.resource;
+  }
   return resource as FhirResource;
 }
 

@@ -441,6 +441,8 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
   { name: 'export-status', method: 'GET', path: '_export/:job' },
   { name: 'export-cancel', method: 'DELETE', path: '_export/:job' },
   { name: 'export-file', method: 'GET', path: '_export/:job/:file' },
+  // The websocket channel of Subscriptions (http/subscription-routes.ts serves it).
+  { name: 'subscription-websocket', method: 'GET', path: '$subscription-websocket' },
   // SMART discovery under the FHIR base (auth/smart-configuration.ts serves it).
   { name: 'smart-configuration', method: 'GET', path: '.well-known/smart-configuration', public: true },
 ];

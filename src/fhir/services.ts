@@ -103,6 +103,23 @@ export interface SearchEngine {
    * the transaction, bounded there). docs/storage.md, "Conditional writes".
    */
   findIdsAhead(request: FhirRequest, type: string, query: string, limit: number): Promise<MatchesAhead | undefined>;
+  /**
+   * Checks a Subscription's criteria (`query` on `type`) as conditional criteria are checked: parsed and
+   * planned strictly with the caller's scopes (403 through a type it may not search), never run.
+   */
+  checkCriteria(request: FhirRequest, type: string, query: string): void;
+  /**
+   * Which of the resources `pks` (of `type`) match the criteria now, for the subscriber `request`: a
+   * bounded read probing each candidate by its primary key (a few index probes each); inside the
+   * transaction `executor` when given (it sees that transaction's writes).
+   */
+  matchesAmong(
+    request: FhirRequest,
+    type: string,
+    query: string,
+    pks: readonly number[],
+    executor?: SqlExecutor,
+  ): Promise<number[]>;
   /** The parameters the engine supports on a type, for the CapabilityStatement. */
   capabilitySearchParams(type: string): CapabilitySearchParam[];
   /** The `_include` and `_revinclude` values the engine accepts on a type, for the CapabilityStatement. */

@@ -12,6 +12,7 @@ import { fhirSegments, fhirUrl } from '../fhir/routing.js';
 import type { FhirRoute, InteractionCall } from '../fhir/routing.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import type { FhirXml } from '../fhir/xml/fhir-xml.js';
+import { writingPrincipal } from '../fhir/writing-principal.js';
 import { isBinaryRead, sendRead } from './binary-reply.js';
 import {
   registerRawContentParsers,
@@ -101,7 +102,8 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
       handler: async (request, reply) => {
         if (route.body === 'form') assertFormBody(request);
         const call = httpCall(request, isResourceType);
-        const response = await handler(fhirRequest(request, services), call);
+        const fhir = fhirRequest(request, services);
+        const response = await writingPrincipal.run(fhir.principal, () => handler(fhir, call));
         return route.reply === 'read'
           ? sendRead(request, reply, call.params.type ?? '', response)
           : sendFhir(request, reply, response);

@@ -278,6 +278,31 @@ export class AmbientSearchEngine implements SearchEngine {
     }
   }
 
+  checkCriteria(request: FhirRequest, type: string, query: string): void {
+    this.planCriteria(request, type, query);
+  }
+
+  async matchesAmong(
+    request: FhirRequest,
+    type: string,
+    query: string,
+    pks: readonly number[],
+    executor?: SqlExecutor,
+  ): Promise<number[]> {
+    if (pks.length === 0) return [];
+    const plan = this.planCriteria(request, type, query);
+    const statement = compileMatchesAmong(plan, this.db.dialect, pks, pks.length);
+    const budget = searchBudget(request, this.config.searchTimeoutMs);
+    try {
+      const rows = executor
+        ? await runBoundedWhereCan(executor, budget, statement)
+        : await this.db.boundedQuery<{ pk: number | string }>(statement.text, statement.params, budget);
+      return rows.map((row) => Number(row.pk));
+    } catch (error) {
+      tooCostly(error);
+    }
+  }
+
   capabilitySearchParams(type: string): CapabilitySearchParam[] {
     return [...this.catalog.capabilities(type), LIST_PARAM];
   }

@@ -148,6 +148,13 @@ export function capabilityStatement(services: FhirServices, version: string, rou
           description:
             'Bearer tokens (JWT, ES256) from POST /v1/ambient/api/auth/token: the password grant, or SMART Backend Services (client_credentials with an RS384 or ES384 client assertion); SMART on FHIR v2 system scopes.',
         },
+        // Where a websocket Subscription's client connects (https://hl7.org/fhir/R4/subscription.html#2.46.7.2).
+        extension: [
+          {
+            url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket',
+            valueUri: `${services.baseUrl.replace(/^http/, 'ws')}/$subscription-websocket`,
+          },
+        ],
         resource,
         interaction: served.systemInteractions.map((code) => ({ code })),
         searchParam: services.search.capabilitySystemSearchParams(),

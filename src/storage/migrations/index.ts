@@ -11,6 +11,7 @@ import { exportBoundsMigration } from './010-export-bounds.js';
 import { indexKeysMigration } from './011-index-keys.js';
 import { tokenGenerationMigration } from './012-token-generation.js';
 import { asyncRequestsMigration } from './013-async-requests.js';
+import { subscriptionsMigration } from './014-subscriptions.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -28,4 +29,5 @@ export const MIGRATIONS: readonly Migration[] = [
   indexKeysMigration,
   tokenGenerationMigration,
   asyncRequestsMigration,
+  subscriptionsMigration,
 ];

@@ -29,7 +29,7 @@ import { serverTimeouts } from './http/server-timeouts.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import { registerMetrics } from './metrics/metrics.js';
 import { scribeRoutes } from './scribe/routes.js';
-import { subscriptionRoutes } from './http/subscription-routes.js';
+import { closeRefusedUpgrades, subscriptionRoutes } from './http/subscription-routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { pathOf } from './url-parts.js';
 
@@ -80,6 +80,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   await registerCompression(app);
   registerRequestIdHeader(app);
   registerAccessLog(app);
+  closeRefusedUpgrades(app);
   const metrics = registerMetrics(app, config, db);
   registerBodyParsers(app);
   registerBodyBudget(app, new BodyBytesInFlight(config.maxBodyBytesInFlight), config.maxBodyBytes);

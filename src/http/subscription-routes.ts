@@ -26,6 +26,19 @@ const route = FHIR_ROUTES.find((r) => r.name === 'subscription-websocket')!;
 /** What a client may send in one websocket message (`bind <id>`). */
 const MAX_MESSAGE_BYTES = 1024;
 
+/**
+ * At the root: a request that asked to upgrade its connection (any path, once the websocket plugin
+ * listens for upgrades) and was answered without one, a 401 say, leaves a socket no HTTP parser or
+ * time-out manages any more: it is closed once the answer is written. (A websocket that was upgraded
+ * never gets here: its reply is hijacked.)
+ */
+export function closeRefusedUpgrades(app: FastifyInstance): void {
+  app.addHook('onResponse', async (request) => {
+    // Node sets `upgrade` on the requests it handed to the 'upgrade' listener (not in its typings).
+    if ((request.raw as { upgrade?: boolean }).upgrade) request.raw.socket?.destroy();
+  });
+}
+
 export async function subscriptionRoutes(app: FastifyInstance, options: SubscriptionRoutesOptions): Promise<void> {
   const { services, db } = options;
   const accounts = new AccountStore(db);

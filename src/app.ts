@@ -140,7 +140,11 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       await scope.register(fhirRoutes, { services, xml });
       await scope.register(exportRoutes, { services, definitions, catalog: services.search.catalog, db, ...jobs });
       await scope.register(scribeRoutes, { services, db, metrics });
-      await scope.register(subscriptionRoutes, { services, db });
+      await scope.register(subscriptionRoutes, {
+        services,
+        db,
+        delivered: (outcome) => metrics?.subscriptionDelivery(outcome.ok ? 'delivered' : 'failed'),
+      });
     },
   });
 

@@ -6,6 +6,8 @@ import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 import type { FhirClient } from './support/fhir-client.js';
+import { startHookReceiver } from './support/hook-receiver.js';
+import type { HookReceiver } from './support/hook-receiver.js';
 
 /** The value of one sample, e.g. sample(text, 'ambient_fhir_http_requests_total', {route: '/fhir/:type'}). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -24,6 +26,7 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
   let t: TestApp;
   let fhir: FhirClient;
   let url: string;
+  let receiver: HookReceiver;
   const scrape = async () => {
     const res = await fetch(url);
     expect(res.status).toBe(200);
@@ -32,13 +35,22 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
   };
 
   beforeAll(async () => {
-    t = await startTestApp(backend, { AMBIENT_METRICS_PORT: '0', AMBIENT_SCRIBE_POLL_MS: '50' });
+    receiver = await startHookReceiver();
+    t = await startTestApp(backend, {
+      AMBIENT_METRICS_PORT: '0',
+      AMBIENT_SCRIBE_POLL_MS: '50',
+      AMBIENT_SUBSCRIPTION_ENDPOINTS: `${receiver.base}/`,
+      AMBIENT_SUBSCRIPTION_POLL_MS: '50',
+    });
     fhir = await t.client();
     const address = t.app.metricsAddress();
     expect(address).toBeDefined();
     url = `http://127.0.0.1:${address!.port}/metrics`;
   });
-  afterAll(async () => t?.close());
+  afterAll(async () => {
+    await t?.close();
+    await receiver?.close();
+  });
 
   it('counts requests by route pattern, FHIR interaction and status, with a latency histogram', async () => {
     const created = await fhir.post('/fhir/Patient', { resourceType: 'Patient', name: [{ family: 'Metrics' }] });
@@ -95,6 +107,36 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
       expect(busy + idle).toBe(t.config.searchWorkers);
       expect(sample(text, 'ambient_fhir_sqlite_read_queue')).toBe(0);
     }
+  });
+
+  it('reports subscription deliveries and what waits for them', async () => {
+    const created = await fhir.create({
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'metrics',
+      criteria: 'Patient?family=Metered',
+      channel: { type: 'rest-hook', endpoint: `${receiver.base}/hook` },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    for (let i = 0; i < 200; i++) {
+      const status = (await fhir.get(`/fhir/Subscription/${created.json<{ id: string }>().id}`)).json<{
+        status: string;
+      }>();
+      if (status.status === 'active') break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await fhir.create({ resourceType: 'Patient', name: [{ family: 'Metered' }] });
+    await receiver.waitFor(1);
+    let text = '';
+    for (let i = 0; i < 200; i++) {
+      text = await scrape();
+      if (sample(text, 'ambient_fhir_subscription_deliveries_total', { outcome: 'delivered' }) === 1) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(sample(text, 'ambient_fhir_subscription_deliveries_total', { outcome: 'delivered' })).toBe(1);
+    expect(sample(text, 'ambient_fhir_subscription_deliveries_total', { outcome: 'failed' })).toBe(0);
+    expect(sample(text, 'ambient_fhir_subscription_queue', { kind: 'writes' })).toBe(0);
+    expect(sample(text, 'ambient_fhir_subscription_queue', { kind: 'notifications' })).toBe(0);
   });
 
   it('reports the scribe queue and the outcome of its jobs', async () => {

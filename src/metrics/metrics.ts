@@ -26,6 +26,9 @@ export interface ScribeQueueSource {
   active(): number;
 }
 
+/** A scrape counts queued rows no further than this (a count is a scan). */
+const QUEUE_COUNT_CAP = 100_000;
+
 /** Latency buckets in seconds: a cached read takes ~1 ms, a search budget is 10 s by default. */
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -34,6 +37,7 @@ export class AppMetrics {
   private readonly requests: Counter<'method' | 'route' | 'interaction' | 'status'>;
   private readonly duration: Histogram<'method' | 'route' | 'interaction'>;
   private readonly scribeJobs: Counter<'outcome'>;
+  private readonly subscriptionDeliveries: Counter<'outcome'>;
   private scribeSource: ScribeQueueSource | undefined;
 
   constructor(db: SqlDatabase) {
@@ -60,6 +64,33 @@ export class AppMetrics {
       registers,
     });
     for (const outcome of ['completed', 'failed', 'retried', 'lost']) this.scribeJobs.inc({ outcome }, 0);
+    this.subscriptionDeliveries = new Counter({
+      name: 'ambient_fhir_subscription_deliveries_total',
+      help: 'Rest-hook notifications this process sent, by outcome (delivered: a 2xx; failed: anything else)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    for (const outcome of ['delivered', 'failed']) this.subscriptionDeliveries.inc({ outcome }, 0);
+    new Gauge({
+      name: 'ambient_fhir_subscription_queue',
+      help: `Subscription work waiting in the database (all processes), by kind (writes: not yet matched; notifications: not yet delivered), counted up to ${QUEUE_COUNT_CAP}`,
+      labelNames: ['kind'],
+      registers,
+      async collect() {
+        const count = async (table: string) => {
+          const [row] = await db
+            .query<{ n: number | string }>(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${table} LIMIT ?) q`, [
+              QUEUE_COUNT_CAP,
+            ])
+            .catch(() => [undefined]);
+          return row ? Number(row.n) : undefined;
+        };
+        const writes = await count('subscription_event');
+        const notifications = await count('subscription_notification');
+        if (writes !== undefined) this.set({ kind: 'writes' }, writes);
+        if (notifications !== undefined) this.set({ kind: 'notifications' }, notifications);
+      },
+    });
 
     if (db instanceof PostgresDatabase) {
       const pools = () => db.poolStats();
@@ -160,6 +191,10 @@ export class AppMetrics {
   /** The scribe routes hand over their queue and pool. */
   observeScribe(source: ScribeQueueSource): void {
     this.scribeSource = source;
+  }
+
+  subscriptionDelivery(outcome: 'delivered' | 'failed'): void {
+    this.subscriptionDeliveries.inc({ outcome });
   }
 
   scribeJob(outcome: ScribeJobOutcome): void {

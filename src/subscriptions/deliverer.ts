@@ -8,8 +8,9 @@ import type { Principal } from '../auth/principal.js';
 import { binaryContextReadable } from '../fhir/binary.js';
 import { endpointAllowed } from '../fhir/subscription-input.js';
 import type { FhirServices } from '../fhir/services.js';
+import type { Logger } from '../logger.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
-import { sendRestHook } from './rest-hook.js';
+import { DeliveryStoppedError, sendRestHook } from './rest-hook.js';
 import type { DeliveryOutcome } from './rest-hook.js';
 import { setSubscriptionStatus, subscriptionsWhere } from './subscriptions.js';
 import type { SubscriberOf, SubscriptionRow } from './subscriptions.js';
@@ -26,6 +27,7 @@ export interface DelivererOptions {
   readonly retryBaseMs: number;
   readonly subscriberOf: SubscriberOf;
   readonly now?: () => number;
+  readonly logger?: Pick<Logger, 'warn'>;
   /** Called after each delivery, whatever its outcome (metrics). */
   readonly delivered?: (outcome: DeliveryOutcome) => void;
 }
@@ -40,6 +42,7 @@ interface QueuedRow {
 
 export class Deliverer {
   private readonly active = new Map<number, Promise<void>>();
+  private readonly stopping = new AbortController();
   private readonly now: () => number;
 
   constructor(
@@ -57,6 +60,7 @@ export class Deliverer {
 
   /** Claims what is due, up to the free workers, and starts delivering it. */
   async claim(): Promise<void> {
+    if (this.stopping.signal.aborted) return;
     const free = this.options.workers - this.active.size;
     if (free <= 0) return;
     const now = this.now();
@@ -72,8 +76,9 @@ export class Deliverer {
       if (this.active.has(pk) || this.active.size >= this.options.workers) continue;
       // Whoever sets the lease first delivers; the condition is checked again on the row as it is then.
       const claimed = await this.db.execute(
-        `UPDATE subscription SET lease_holder = ?, lease_expires = ? WHERE pk = ? AND status = 'active' AND (lease_expires IS NULL OR lease_expires < ?)`,
-        [this.options.holder, now + this.leaseMs, pk, now],
+        `UPDATE subscription SET lease_holder = ?, lease_expires = ?
+         WHERE pk = ? AND status = 'active' AND next_attempt <= ? AND (lease_expires IS NULL OR lease_expires < ?)`,
+        [this.options.holder, now + this.leaseMs, pk, now, now],
       );
       if (claimed !== 1) continue;
       const run = this.deliver(pk).finally(() => this.active.delete(pk));
@@ -81,8 +86,12 @@ export class Deliverer {
     }
   }
 
-  /** Waits for the deliveries in flight (a stopping process), whose leases are given back. */
-  async drain(): Promise<void> {
+  /**
+   * Stops the deliveries in flight (a stopping process) and waits for them to give their leases back:
+   * what was being sent stays first in its queue, for whichever process goes on.
+   */
+  async stop(): Promise<void> {
+    this.stopping.abort();
     await Promise.allSettled([...this.active.values()]);
   }
 
@@ -92,36 +101,46 @@ export class Deliverer {
 
   private async deliver(pk: number): Promise<void> {
     try {
-      const [subscription] = await subscriptionsWhere(this.db, 'pk = ?', [pk]);
-      if (!subscription || subscription.status !== 'active') return;
-      // What the subscriber may read is checked again as of this claim: its scopes may have narrowed since the match.
-      const principal = await this.options.subscriberOf(subscription.accountId ?? '', subscription.scopes ?? []);
-      let sent = 0;
-      while (sent < PER_CLAIM) {
-        const queued = await this.db.query<QueuedRow>(
-          'SELECT seq, resource_pk, type, id, version FROM subscription_notification WHERE subscription_pk = ? ORDER BY seq LIMIT ?',
-          [pk, Math.min(10, PER_CLAIM - sent)],
-        );
-        if (queued.length === 0) break;
-        for (const row of queued) {
-          const outcome = await this.send(subscription, row, principal);
-          this.options.delivered?.(outcome);
-          if (!outcome.ok) {
-            await this.failed(subscription, outcome.reason);
-            return;
-          }
-          await this.db.execute('DELETE FROM subscription_notification WHERE seq = ?', [row.seq]);
-          sent += 1;
-          if (!(await this.renew(pk))) return;
-        }
+      await this.deliverQueue(pk);
+    } catch (error) {
+      // The database went away mid-delivery, say: the lease is given back and a later claim goes on.
+      if (!(error instanceof DeliveryStoppedError)) {
+        this.options.logger?.warn({ err: { message: (error as Error).message } }, 'subscription delivery stopped');
       }
-      await this.db.execute(
-        'UPDATE subscription SET failures = 0, lease_holder = NULL, lease_expires = NULL WHERE pk = ? AND lease_holder = ?',
-        [pk, this.options.holder],
-      );
     } finally {
       await this.release(pk);
     }
+  }
+
+  private async deliverQueue(pk: number): Promise<void> {
+    const [subscription] = await subscriptionsWhere(this.db, 'pk = ?', [pk]);
+    if (!subscription || subscription.status !== 'active') return;
+    // What the subscriber may read is checked again as of this claim: its scopes may have narrowed since the match.
+    const principal = await this.options.subscriberOf(subscription.accountId ?? '', subscription.scopes ?? []);
+    let sent = 0;
+    while (sent < PER_CLAIM) {
+      const queued = await this.db.query<QueuedRow>(
+        'SELECT seq, resource_pk, type, id, version FROM subscription_notification WHERE subscription_pk = ? ORDER BY seq LIMIT ?',
+        [pk, Math.min(10, PER_CLAIM - sent)],
+      );
+      if (queued.length === 0) break;
+      for (const row of queued) {
+        if (this.stopping.signal.aborted) throw new DeliveryStoppedError();
+        const outcome = await this.send(subscription, row, principal);
+        this.options.delivered?.(outcome);
+        if (!outcome.ok) {
+          await this.failed(subscription, outcome.reason);
+          return;
+        }
+        await this.db.execute('DELETE FROM subscription_notification WHERE seq = ?', [row.seq]);
+        sent += 1;
+        if (!(await this.renew(pk))) return;
+      }
+    }
+    await this.db.execute(
+      'UPDATE subscription SET failures = 0, lease_holder = NULL, lease_expires = NULL WHERE pk = ? AND lease_holder = ?',
+      [pk, this.options.holder],
+    );
   }
 
   private async send(
@@ -159,6 +178,7 @@ export class Deliverer {
         content,
       },
       this.options.timeoutMs,
+      this.stopping.signal,
     );
   }
 

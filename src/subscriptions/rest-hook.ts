@@ -18,7 +18,14 @@ export interface RestHookNotification {
 /** Why a delivery failed, for the Subscription's error text (never the endpoint's answer body). */
 export type DeliveryOutcome = { ok: true } | { ok: false; reason: string };
 
-export async function sendRestHook(notification: RestHookNotification, timeoutMs: number): Promise<DeliveryOutcome> {
+/** The process is stopping (`stop`): the notification was not delivered, and was not refused either. */
+export class DeliveryStoppedError extends Error {}
+
+export async function sendRestHook(
+  notification: RestHookNotification,
+  timeoutMs: number,
+  stop: AbortSignal,
+): Promise<DeliveryOutcome> {
   const headers = new Headers();
   for (const [name, value] of headerPairs(notification.headers)) headers.append(name, value);
   const withPayload = notification.payload === SUBSCRIPTION_PAYLOAD && notification.content !== undefined;
@@ -33,12 +40,13 @@ export async function sendRestHook(notification: RestHookNotification, timeoutMs
       headers,
       body: withPayload ? notification.content : '',
       redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]),
     });
     await response.body?.cancel().catch(() => undefined);
     if (response.status >= 200 && response.status < 300) return { ok: true };
     return { ok: false, reason: `the endpoint answered HTTP ${response.status}` };
   } catch (error) {
+    if (stop.aborted) throw new DeliveryStoppedError();
     const name = (error as Error).name;
     if (name === 'TimeoutError' || name === 'AbortError') {
       return {

@@ -57,6 +57,7 @@ export class SubscriptionService {
       retryBaseMs: settings.retryBaseMs,
       subscriberOf: options.subscriberOf,
       delivered: options.delivered,
+      logger: options.logger,
     });
     this.pollMs = settings.pollMs;
   }
@@ -97,7 +98,7 @@ export class SubscriptionService {
     clearInterval(this.heartbeat);
     this.hub.closeAll();
     await this.running;
-    await this.deliverer.drain();
+    await this.deliverer.stop();
     await this.dispatcher.release().catch(() => undefined);
   }
 

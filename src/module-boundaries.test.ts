@@ -19,6 +19,7 @@ const BELOW_HTTP = [
   'scribe',
   'search',
   'storage',
+  'subscriptions',
   'validation',
   'workers',
 ];
@@ -27,9 +28,9 @@ const BELOW_HTTP = [
 const FORBIDDEN: readonly (readonly [string, string])[] = [
   ...BELOW_HTTP.flatMap((module) => [[module, 'http'] as const, [module, 'cli'] as const]),
   // The FHIR layer: below search, export, import and the scribe, which all write and read through it.
-  ...['search', 'export', 'import', 'scribe'].map((module) => ['fhir', module] as const),
+  ...['search', 'export', 'import', 'scribe', 'subscriptions'].map((module) => ['fhir', module] as const),
   // Storage knows SQL, not who asks or what for.
-  ...['auth', 'export', 'import', 'scribe', 'validation', 'request-fhirpath'].map(
+  ...['auth', 'export', 'import', 'scribe', 'subscriptions', 'validation', 'request-fhirpath'].map(
     (module) => ['storage', module] as const,
   ),
   // The R4 definitions and validation are pure: no database, no requests.

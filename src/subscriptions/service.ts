@@ -14,7 +14,7 @@ import type { SubscriberOf } from './subscriptions.js';
 import { WebsocketHub } from './websocket-hub.js';
 
 const HEARTBEAT_MS = 30_000;
-const DISPATCH_LEASE_MS = 15_000;
+const DISPATCH_LEASE_MS = 5_000;
 
 export interface SubscriptionServiceOptions {
   readonly subscriberOf: SubscriberOf;

@@ -3,8 +3,12 @@
 // websocket's token and ownership; retries into `error`, `off`, and the bounds; every write path
 // (transaction Bundles, the scribe) notifying.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as connectSocket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import WebSocket from 'ws';
+import { cliProcess } from './support/cli-process.js';
 import { BACKENDS } from './support/databases.js';
 import { bearer } from './support/fhir-client.js';
 import type { FhirClient } from './support/fhir-client.js';
@@ -329,6 +333,44 @@ describe.each(BACKENDS)('Subscription rules on %s', (backend) => {
     expect(document.resourceType).toBe('DocumentReference');
     expect(document.subject.reference).toBe(`Patient/${patient.id}`);
     expect(hooks[0].path).toBe(`${path}/DocumentReference/${document.id}`);
+  });
+
+  it('tells a rest-hook about what the import command writes, and leaves an imported Subscription ownerless', async () => {
+    const path = hookPath();
+    await subscribe(admin, restHook('Observation?code=imported', path, { payload: 'application/fhir+json' }));
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-subscription-import-'));
+    try {
+      const file = join(dir, 'resources.ndjson');
+      const lines = [1, 2, 3].map((n) =>
+        JSON.stringify({
+          resourceType: 'Observation',
+          status: 'final',
+          code: { coding: [{ code: 'imported' }] },
+          valueInteger: n,
+        }),
+      );
+      lines.push(
+        JSON.stringify({
+          resourceType: 'Subscription',
+          id: 'imported-subscription',
+          status: 'requested',
+          reason: 'imported',
+          criteria: 'Patient?family=Imported',
+          channel: { type: 'websocket' },
+        }),
+      );
+      writeFileSync(file, lines.join('\n') + '\n');
+      const result = await cliProcess(['import', file], { DATABASE_URL: t.database.url }, 60_000);
+      expect(result.code, result.stderr).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const hooks = await until('three imported hooks', async () =>
+      hooksAt(path).length >= 3 ? hooksAt(path) : undefined,
+    );
+    expect(hooks.map((h) => JSON.parse(h.body).valueInteger).sort()).toEqual([1, 2, 3]);
+    const imported = await statusOf(admin, 'imported-subscription', 'error');
+    expect(imported.error).toMatch(/written without an account \(the import command\)/);
   });
 
   describe('the websocket', () => {

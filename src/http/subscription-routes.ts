@@ -33,9 +33,11 @@ const MAX_MESSAGE_BYTES = 1024;
  * never gets here: its reply is hijacked.)
  */
 export function closeRefusedUpgrades(app: FastifyInstance): void {
-  app.addHook('onResponse', async (request) => {
+  // A callback hook, not an async one: it runs on every request and has nothing to wait for.
+  app.addHook('onResponse', (request, _reply, done) => {
     // Node sets `upgrade` on the requests it handed to the 'upgrade' listener (not in its typings).
     if ((request.raw as { upgrade?: boolean }).upgrade) request.raw.socket?.destroy();
+    done();
   });
 }
 

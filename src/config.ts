@@ -514,8 +514,8 @@ function readConfig(environment: Env, options: ConfigOptions) {
 }
 
 /**
- * The rest-hook prefixes: absolute http(s) URLs. A prefix without a path gets `/`, so that
- * `https://hooks.example` cannot be matched by `https://hooks.example.attacker.net`.
+ * The rest-hook prefixes: absolute http(s) URLs. A prefix without a path gets `/` (the URL parser adds
+ * it), so that `https://hooks.example` cannot be matched by `https://hooks.example.attacker.net`.
  */
 function subscriptionEndpoints(raw: string | undefined, problems: string[]): string[] {
   const prefixes: string[] = [];
@@ -541,7 +541,8 @@ function subscriptionEndpoints(raw: string | undefined, problems: string[]): str
       );
       continue;
     }
-    prefixes.push(url.pathname === '/' && !prefix.endsWith('/') ? `${url.origin}/` : prefix);
+    // As the URL parser writes it (lower-case host, no default port, `/` after a bare origin), as endpoints are compared.
+    prefixes.push(url.href);
   }
   return prefixes;
 }

@@ -136,6 +136,18 @@ describe.each(BACKENDS)('Subscription rules on %s', (backend) => {
         restHook('Observation?code=x', '/hooks/x', { header: ['X-Evil: a\r\nX-Injected: b'] }),
         'Subscription.channel.header[0]',
       ],
+      [restHook('Observation?code=x', '/hooks/x', { header: ['X-Note: 5 €'] }), 'Subscription.channel.header[0]'],
+      [
+        restHook('Observation?code=x', '/hooks/x', { header: ['X-Original-URL: /admin'] }),
+        'Subscription.channel.header[0]',
+      ],
+      [restHook('Observation?code=x', '/hooks/..;/admin'), 'Subscription.channel.endpoint'],
+      [restHook('Observation?code=x', '/hooks/..%2fadmin'), 'Subscription.channel.endpoint'],
+      [restHook('Observation?code=x', '/hooks/%252e%252e/admin'), 'Subscription.channel.endpoint'],
+      [
+        restHook('Observation?code=x', '/hooks/x?a=1', { payload: 'application/fhir+json' }),
+        'Subscription.channel.endpoint',
+      ],
     ];
     for (const [resource, expression] of bad) {
       const res = await admin.create(resource);
@@ -373,23 +385,74 @@ describe.each(BACKENDS)('Subscription rules on %s', (backend) => {
     expect(imported.error).toMatch(/written without an account \(the import command\)/);
   });
 
-  describe('the websocket', () => {
-    const url = () => `${base}/fhir/$subscription-websocket`;
+  it('records as owner the account that wrote each Subscription, whatever else is written at once', async () => {
+    const [first, second] = [await t.client(), await t.client('system/Subscription.cruds system/Patient.rs')];
+    const websocket = (n: number) => ({
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'owners',
+      criteria: `Patient?family=Owner${n}`,
+      channel: { type: 'websocket' },
+    });
+    const created = await Promise.all(
+      Array.from({ length: 16 }, (_, n) => (n % 2 === 0 ? first : second).create(websocket(n))),
+    );
+    const ids = created.map((res) => res.json<Json>().id as string);
+    const sockets = await Promise.all([connect(first.auth), connect(second.auth)]);
+    ids.forEach((id, n) => sockets[n % 2].socket.send(`bind ${id}`));
+    await until('every bind answered', async () => (sockets.every((s) => s.messages.length >= 8) ? true : undefined));
+    expect(sockets[0].messages.sort()).toEqual(
+      ids
+        .filter((_, n) => n % 2 === 0)
+        .map((id) => `bound ${id}`)
+        .sort(),
+    );
+    expect(sockets[1].messages.sort()).toEqual(
+      ids
+        .filter((_, n) => n % 2 === 1)
+        .map((id) => `bound ${id}`)
+        .sort(),
+    );
+    for (const { socket } of sockets) socket.close();
+  });
 
-    function connect(headers: Record<string, string>): Promise<{ socket: WebSocket; messages: string[] }> {
-      const socket = new WebSocket(url(), { headers });
-      const messages: string[] = [];
-      socket.on('message', (data) => messages.push(data.toString()));
-      return new Promise((resolve, reject) => {
-        socket.once('open', () => resolve({ socket, messages }));
-        socket.once('unexpected-response', (request, response) => {
-          request.destroy();
-          reject(new Error(`HTTP ${response.statusCode}`));
-        });
-        socket.once('error', reject);
+  it('keeps a websocket subscription active however many notifications nobody was bound for', async () => {
+    const websocket = {
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'unbound',
+      criteria: 'Patient?family=Unbound',
+      channel: { type: 'websocket' },
+    };
+    const unbound = await subscribe(admin, websocket);
+    // A bound one of the same criteria sees every write: once it has, so has the unbound one's queue.
+    const witness = await subscribe(admin, websocket);
+    const { socket, messages } = await connect(admin.auth);
+    socket.send(`bind ${witness}`);
+    await until('bound', async () => (messages.includes(`bound ${witness}`) ? true : undefined));
+    for (let i = 0; i < 8; i++) await admin.create({ resourceType: 'Patient', name: [{ family: 'Unbound' }] });
+    await until('8 pings', async () =>
+      messages.filter((m) => m === `ping ${witness}`).length >= 8 ? true : undefined,
+    );
+    socket.close();
+    expect((await admin.get(`/fhir/Subscription/${unbound}`)).json<Json>().status).toBe('active');
+  });
+
+  function connect(headers: Record<string, string>): Promise<{ socket: WebSocket; messages: string[] }> {
+    const socket = new WebSocket(`${base}/fhir/$subscription-websocket`, { headers });
+    const messages: string[] = [];
+    socket.on('message', (data) => messages.push(data.toString()));
+    return new Promise((resolve, reject) => {
+      socket.once('open', () => resolve({ socket, messages }));
+      socket.once('unexpected-response', (request, response) => {
+        request.destroy();
+        reject(new Error(`HTTP ${response.statusCode}`));
       });
-    }
+      socket.once('error', reject);
+    });
+  }
 
+  describe('the websocket', () => {
     it('needs a token to connect', async () => {
       await expect(connect({})).rejects.toThrow('HTTP 401');
       await expect(connect(bearer('not-a-token'))).rejects.toThrow('HTTP 401');

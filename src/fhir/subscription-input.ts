@@ -35,8 +35,9 @@ const RESULT_PARAMETERS = new Set([
 
 /** Headers the delivery sets itself, or that would change how the request is framed or routed. */
 const RESERVED_HEADER =
-  /^(host|content-length|content-type|content-encoding|transfer-encoding|connection|keep-alive|upgrade|te|trailer|expect|proxy-.*)$/i;
-const HEADER_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n\0]*)$/;
+  /^(host|content-length|content-type|content-encoding|transfer-encoding|connection|keep-alive|upgrade|te|trailer|expect|proxy-.*|forwarded|x-forwarded-.*|x-original-url|x-rewrite-url|x-http-method-override|x-http-method|x-method-override)$/i;
+/** A header line: a token, then a value of visible ASCII, spaces and tabs (what every HTTP client sends as is). */
+const HEADER_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([\t\x20-\x7e]*)$/;
 
 /** `Type?query` split; undefined when there is no type in front. */
 export function splitCriteria(criteria: string): { type: string; query: string } | undefined {
@@ -56,6 +57,9 @@ export function endpointAllowed(endpoint: string, prefixes: readonly string[]): 
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return false;
   if (url.username || url.password || url.hash) return false;
+  // What some receivers and proxies decode or cut after the check, to leave the prefix: path parameters,
+  // encoded slashes, backslashes, dots and percent signs.
+  if (/;|%2f|%5c|%2e|%25/i.test(url.pathname)) return false;
   return prefixes.some((prefix) => url.href.startsWith(prefix));
 }
 
@@ -148,6 +152,14 @@ export function checkSubscription(
     }
   }
   const payload = channel.payload;
+  if (payload !== undefined && typeof channel.endpoint === 'string' && /[?#]/.test(channel.endpoint)) {
+    issues.push(
+      issue(
+        'Subscription.channel.endpoint',
+        'With a payload the endpoint is a FHIR base ({endpoint}/{type}/{id}): it takes no query',
+      ),
+    );
+  }
   if (payload !== undefined && payload !== SUBSCRIPTION_PAYLOAD) {
     issues.push(
       issue(

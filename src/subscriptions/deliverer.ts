@@ -17,6 +17,8 @@ import type { SubscriberOf, SubscriptionRow } from './subscriptions.js';
 
 /** Notifications one claim sends before the subscription is given back (others get their turn). */
 const PER_CLAIM = 50;
+/** Notifications read at a time; the subscription's row and its owner's access are read again before each batch. */
+const BATCH = 10;
 const MAX_BACKOFF_MS = 5 * 60_000;
 
 export interface DelivererOptions {
@@ -113,22 +115,23 @@ export class Deliverer {
   }
 
   private async deliverQueue(pk: number): Promise<void> {
-    const [subscription] = await subscriptionsWhere(this.db, 'pk = ?', [pk]);
-    if (!subscription || subscription.status !== 'active') return;
-    // What the subscriber may read is checked again as of this claim: its scopes may have narrowed since the match.
-    const principal = await this.options.subscriberOf(subscription.accountId ?? '', subscription.scopes ?? []);
     let sent = 0;
     while (sent < PER_CLAIM) {
+      // The row and its owner's access as of now, for each few notifications: `off`, a new endpoint or
+      // narrowed scopes apply from the next one.
+      const [subscription] = await subscriptionsWhere(this.db, 'pk = ?', [pk]);
+      if (!subscription || subscription.status !== 'active') return;
+      const principal = await this.options.subscriberOf(subscription.accountId ?? '', subscription.scopes ?? []);
       const queued = await this.db.query<QueuedRow>(
         'SELECT seq, resource_pk, type, id, version FROM subscription_notification WHERE subscription_pk = ? ORDER BY seq LIMIT ?',
-        [pk, Math.min(10, PER_CLAIM - sent)],
+        [pk, Math.min(BATCH, PER_CLAIM - sent)],
       );
       if (queued.length === 0) break;
       for (const row of queued) {
         if (this.stopping.signal.aborted) throw new DeliveryStoppedError();
         const outcome = await this.send(subscription, row, principal);
-        this.options.delivered?.(outcome);
-        if (!outcome.ok) {
+        if (outcome !== 'dropped') this.options.delivered?.(outcome);
+        if (outcome !== 'dropped' && !outcome.ok) {
           await this.failed(subscription, outcome.reason);
           return;
         }
@@ -137,17 +140,19 @@ export class Deliverer {
         if (!(await this.renew(pk))) return;
       }
     }
+    // Served now: it goes behind the others that wait for a worker (claims take the oldest next_attempt).
     await this.db.execute(
-      'UPDATE subscription SET failures = 0, lease_holder = NULL, lease_expires = NULL WHERE pk = ? AND lease_holder = ?',
-      [pk, this.options.holder],
+      'UPDATE subscription SET failures = 0, next_attempt = ?, lease_holder = NULL, lease_expires = NULL WHERE pk = ? AND lease_holder = ?',
+      [this.now(), pk, this.options.holder],
     );
   }
 
+  /** Sends one notification; 'dropped' when there is nothing its owner may be told about. */
   private async send(
     subscription: SubscriptionRow,
     row: QueuedRow,
     principal: Principal | undefined,
-  ): Promise<DeliveryOutcome> {
+  ): Promise<DeliveryOutcome | 'dropped'> {
     const endpoint = subscription.endpoint ?? '';
     if (!endpointAllowed(endpoint, this.services.config.subscriptions.endpoints)) {
       return {
@@ -155,31 +160,35 @@ export class Deliverer {
         reason: 'Subscription.channel.endpoint is no longer under a prefix AMBIENT_SUBSCRIPTION_ENDPOINTS allows',
       };
     }
-    const [version] = await this.db.query<{ content: string | null }>(
-      'SELECT content FROM resource_history WHERE pk = ? AND version = ?',
-      [row.resource_pk, row.version],
-    );
-    const content = version?.content ?? undefined;
     const canRead = (t: string) => principal?.canFhir('read', t) === true;
-    const { references, types } = this.services;
-    const readable =
-      content !== undefined &&
-      canRead(row.type) &&
-      (row.type !== 'Binary' || binaryContextReadable(content, references, types.resourceTypes, canRead));
-    // Nothing the subscriber may be told about: the notification is dropped, not failed.
-    if (!readable) return { ok: true };
-    return sendRestHook(
-      {
-        endpoint,
-        payload: subscription.payload,
-        headers: subscription.headers,
-        type: row.type,
-        id: row.id,
-        content,
-      },
-      this.options.timeoutMs,
-      this.stopping.signal,
-    );
+    if (!canRead(row.type)) return 'dropped';
+    // The version's content only where it is sent, or where a Binary's securityContext decides.
+    const needsContent = subscription.payload !== null || row.type === 'Binary';
+    let content: string | undefined;
+    if (needsContent) {
+      const [version] = await this.db.query<{ content: string | null }>(
+        'SELECT content FROM resource_history WHERE pk = ? AND version = ?',
+        [row.resource_pk, row.version],
+      );
+      content = version?.content ?? undefined;
+      if (content === undefined) return 'dropped';
+      const { references, types } = this.services;
+      if (row.type === 'Binary' && !binaryContextReadable(content, references, types.resourceTypes, canRead)) {
+        return 'dropped';
+      }
+    }
+    try {
+      return await sendRestHook(
+        { endpoint, payload: subscription.payload, headers: subscription.headers, type: row.type, id: row.id, content },
+        this.options.timeoutMs,
+        this.stopping.signal,
+      );
+    } catch (error) {
+      if (error instanceof DeliveryStoppedError) throw error;
+      // Whatever else goes wrong sending it (a header the HTTP client refuses, say) is this endpoint's failure,
+      // counted like any other: a notification that cannot be sent must not be retried at every poll.
+      return { ok: false, reason: `the notification could not be sent (${(error as Error).message})` };
+    }
   }
 
   private async failed(subscription: SubscriptionRow, reason: string): Promise<void> {

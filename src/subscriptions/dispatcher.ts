@@ -9,13 +9,25 @@ import { binaryContextReadable } from '../fhir/binary.js';
 import { endpointAllowed } from '../fhir/subscription-input.js';
 import type { FhirServices } from '../fhir/services.js';
 import type { Logger } from '../logger.js';
-import type { SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import type { ReadAfter, SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
+import { currentWritePosition } from '../storage/write-positions.js';
 import type { FhirResource } from '../storage/store.js';
 import { setSubscriptionStatus, subscriberRequest, subscriptionsWhere } from './subscriptions.js';
 import type { SubscriberOf, SubscriptionRow } from './subscriptions.js';
 
 /** Writes matched per pass: one statement per subscription of their types covers them. */
 export const DISPATCH_BATCH = 500;
+/**
+ * Versions of one resource, written again before they were matched, that a pass puts back in place
+ * (each round one write transaction running the criteria of the type's subscriptions); more are matched
+ * as the resource is now, so that rewriting one resource many times cannot make a pass long.
+ */
+const MAX_STALE_ROUNDS = 2;
+/** Passes in a row a subscription's criteria may run out of time before it is set to error. */
+const MAX_TIMEOUTS = 3;
+
+class CriteriaTimedOutError extends Error {}
+
 /** Requested subscriptions activated per pass. */
 const ACTIVATE_BATCH = 100;
 /** Websocket notifications older than this are dropped: only sockets bound when they were made get them. */
@@ -47,6 +59,8 @@ export interface DispatcherOptions {
 export class Dispatcher {
   private readonly now: () => number;
   private lastSweep = 0;
+  /** Passes in a row in which a subscription's criteria ran out of time, by subscription pk. */
+  private readonly timeouts = new Map<number, number>();
 
   constructor(
     private readonly db: SqlDatabase,
@@ -56,13 +70,16 @@ export class Dispatcher {
     this.now = options.now ?? Date.now;
   }
 
-  /** One pass; answers how many notifications it queued (0 when another process dispatches). */
-  async pass(): Promise<number> {
-    if (!(await this.lease())) return 0;
+  /**
+   * One pass; answers whether there is more to do at once: it queued notifications (to send now), or
+   * consumed a full batch of writes (more may wait). False when another process dispatches.
+   */
+  async pass(): Promise<{ queued: number; more: boolean }> {
+    if (!(await this.lease())) return { queued: 0, more: false };
     await this.activateRequested();
-    const queued = await this.match();
+    const { queued, consumed } = await this.match();
     if (this.now() - this.lastSweep > WEBSOCKET_NOTIFICATION_TTL_MS / 4) await this.sweep();
-    return queued;
+    return { queued, more: queued > 0 || consumed >= DISPATCH_BATCH };
   }
 
   /** Gives the lease up (a stopping process), so that another takes over at once. */
@@ -84,11 +101,17 @@ export class Dispatcher {
   }
 
   private async activateRequested(): Promise<void> {
-    const requested = await subscriptionsWhere(this.db, `status = 'requested' ORDER BY pk LIMIT ?`, [ACTIVATE_BATCH]);
+    // Requested ones, and active ones nobody owns (imported as active): those are refused.
+    const requested = await subscriptionsWhere(
+      this.db,
+      `(status = 'requested' OR (status = 'active' AND account_id IS NULL)) ORDER BY pk LIMIT ?`,
+      [ACTIVATE_BATCH],
+    );
     for (const subscription of requested) {
       const refusal = await this.refusal(subscription);
-      if (refusal) await setSubscriptionStatus(this.services, subscription.id, ['requested'], 'error', refusal);
-      else await setSubscriptionStatus(this.services, subscription.id, ['requested'], 'active');
+      const from = [subscription.status];
+      if (refusal) await setSubscriptionStatus(this.services, subscription.id, from, 'error', refusal);
+      else await setSubscriptionStatus(this.services, subscription.id, from, 'active');
     }
   }
 
@@ -127,12 +150,15 @@ export class Dispatcher {
     return undefined;
   }
 
-  private async match(): Promise<number> {
+  private async match(): Promise<{ queued: number; consumed: number }> {
     const events = await this.db.query<EventRow>(
       'SELECT seq, pk, type, id, version FROM subscription_event ORDER BY seq LIMIT ?',
       [DISPATCH_BATCH],
     );
-    if (events.length === 0) return 0;
+    if (events.length === 0) return { queued: 0, consumed: 0 };
+    // With read replicas, a search may read from one only once it has replayed these writes.
+    const position = this.services.config.databaseReadUrls.length > 0 ? await currentWritePosition(this.db) : undefined;
+    const readAfter = async () => position;
     const types = [...new Set(events.map((e) => e.type))];
     const subscriptions = await subscriptionsWhere(
       this.db,
@@ -147,8 +173,13 @@ export class Dispatcher {
       if (!principal) subscribers.set(key, (principal = this.options.subscriberOf(accountId, scopes)));
       return principal;
     };
-    const matcher = new BatchMatcher(this.db, this.services, subscriptions, subscriberOf);
+    const matcher = new BatchMatcher(this.db, this.services, subscriptions, subscriberOf, readAfter, this.timeouts);
     if (subscriptions.length > 0) {
+      // Every owner looked up before any transaction opens (on an in-memory SQLite database a read waits
+      // for the writer: inside one, it would wait for itself).
+      await Promise.all(
+        subscriptions.map((s) => (s.accountId ? subscriberOf(s.accountId, s.scopes ?? []) : undefined)),
+      );
       const split = await this.splitByVersion(events);
       await matcher.match(split.fresh);
       // A resource written again while its criteria were searched: its answer may be the newer version's.
@@ -157,7 +188,10 @@ export class Dispatcher {
       const stale = [...split.stale, ...overtaken].sort((a, b) => Number(a.seq) - Number(b.seq));
       // R4: the criteria apply to the version written. A resource written again since has another version's
       // index rows now: each such version is put back in place, matched, and the change rolled back.
-      for (const round of rounds(stale)) {
+      const [placedRounds, beyond] = rounds(stale, MAX_STALE_ROUNDS);
+      // A resource written more times than that within one pass: its other versions are matched as it is now.
+      await matcher.match(beyond);
+      for (const round of placedRounds) {
         await this.db
           .transaction(async (tx) => {
             const placed = await this.placeVersions(tx, round);
@@ -198,15 +232,17 @@ export class Dispatcher {
         }
       });
     } catch (error) {
-      if (error instanceof OvertakenError) return 0;
+      if (error instanceof OvertakenError) return { queued: 0, consumed: 0 };
       throw error;
     }
     for (const [subscription, reason] of matcher.failed) {
       await setSubscriptionStatus(this.services, subscription.id, ['active'], 'error', reason);
     }
-    const notified = subscriptions.filter((s) => events.some((e) => matcher.matched(s.pk, e)));
+    const notified = subscriptions.filter(
+      (s) => s.channelType === 'rest-hook' && events.some((e) => matcher.matched(s.pk, e)),
+    );
     await this.boundPending(notified);
-    return rows.length;
+    return { queued: rows.length, consumed: events.length };
   }
 
   /** Events whose version the resource still has (its index rows are that version's), and the others. */
@@ -261,12 +297,18 @@ export class Dispatcher {
     }
   }
 
-  /** Websocket notifications are only for the sockets bound when they were made: older ones go. */
+  /**
+   * Websocket notifications are only for the sockets bound when they were made: older ones go. So do
+   * those queued for a subscription stopped or deleted while they were being matched.
+   */
   private async sweep(): Promise<void> {
     this.lastSweep = this.now();
     await this.db.execute(
       `DELETE FROM subscription_notification WHERE created_at < ? AND subscription_pk IN (SELECT pk FROM subscription WHERE channel_type = 'websocket')`,
       [this.lastSweep - WEBSOCKET_NOTIFICATION_TTL_MS],
+    );
+    await this.db.execute(
+      `DELETE FROM subscription_notification WHERE NOT EXISTS (SELECT 1 FROM subscription s WHERE s.pk = subscription_notification.subscription_pk AND s.status IN ('requested', 'active'))`,
     );
   }
 }
@@ -281,16 +323,23 @@ async function versionContent(db: SqlExecutor, event: EventRow): Promise<string 
   return row?.content ?? null;
 }
 
-/** The stale events in rounds that hold at most one version of each resource (a round is placed at once). */
-function rounds(events: readonly EventRow[]): EventRow[][] {
+/**
+ * The stale events in rounds that hold at most one version of each resource (a round is placed at once),
+ * at most `max` rounds; the events beyond them.
+ */
+function rounds(events: readonly EventRow[], max: number): [EventRow[][], EventRow[]] {
   const result: EventRow[][] = [];
+  const beyond: EventRow[] = [];
   const placed = new Map<number, number>();
   for (const event of events) {
     const round = placed.get(Number(event.pk)) ?? 0;
     placed.set(Number(event.pk), round + 1);
-    (result[round] ??= []).push(event);
+    if (round >= max) beyond.push(event);
+    else (result[round] ??= []).push(event);
   }
-  return result;
+  // Rows locked in pk order, as every round takes them.
+  for (const round of result) round.sort((a, b) => Number(a.pk) - Number(b.pk));
+  return [result, beyond];
 }
 
 /**
@@ -302,11 +351,17 @@ class BatchMatcher {
   private readonly matches = new Map<number, Set<number>>();
   private readonly broken = new Set<number>();
 
+  /** The content of each Binary version looked at, read once however many subscriptions match it. */
+  private readonly binaries = new Map<number, Promise<string | null>>();
+
   constructor(
     private readonly db: SqlDatabase,
     private readonly services: FhirServices,
     private readonly subscriptions: readonly SubscriptionRow[],
     private readonly subscriberOf: SubscriberOf,
+    private readonly readAfter: ReadAfter,
+    /** Shared across passes: a subscription whose criteria keep timing out is broken; once is not. */
+    private readonly timeouts: Map<number, number>,
   ) {}
 
   matched(subscriptionPk: number, event: EventRow): boolean {
@@ -343,14 +398,23 @@ class BatchMatcher {
     if (!principal.canFhir('read', type) || !principal.canFhir('search', type)) {
       return `The scopes of the token that wrote this Subscription no longer allow reading and searching ${type}`;
     }
-    const request = subscriberRequest(this.services, principal);
+    const request = subscriberRequest(this.services, principal, this.readAfter);
     let found: Set<number>;
     try {
       const distinct = [...new Set(candidates.map((e) => Number(e.pk)))];
       found = new Set(
         await this.services.search.matchesAmong(request, type, subscription.criteria, distinct, executor),
       );
+      this.timeouts.delete(subscription.pk);
     } catch (error) {
+      if (error instanceof AppError && error.code === 'search-timeout') {
+        const count = (this.timeouts.get(subscription.pk) ?? 0) + 1;
+        this.timeouts.set(subscription.pk, count);
+        // Once may be a busy moment: the writes stay queued and the next pass tries again.
+        if (count < MAX_TIMEOUTS) throw new CriteriaTimedOutError();
+        this.timeouts.delete(subscription.pk);
+        return `Subscription.criteria ran out of time ${MAX_TIMEOUTS} times in a row: ${error.message}`;
+      }
       if (error instanceof AppError) return `Subscription.criteria: ${error.message}`;
       throw error;
     }
@@ -362,7 +426,9 @@ class BatchMatcher {
     for (const event of candidates) {
       if (!found.has(Number(event.pk))) continue;
       if (type === 'Binary') {
-        const content = await versionContent(executor ?? this.db, event);
+        let read = this.binaries.get(Number(event.seq));
+        if (!read) this.binaries.set(Number(event.seq), (read = versionContent(executor ?? this.db, event)));
+        const content = await read;
         if (!content || !binaryContextReadable(content, references, types.resourceTypes, canRead)) continue;
       }
       seqs.add(Number(event.seq));

@@ -4,7 +4,7 @@
 // by the server itself (its status) keeps the owner, and a subscription written without an account (the
 // import command) has none and is never delivered.
 import { splitCriteria } from '../fhir/subscription-input.js';
-import { writingPrincipal } from '../fhir/writing-principal.js';
+import { SERVER_WRITE, writingPrincipal } from '../fhir/writing-principal.js';
 import type { SqlExecutor } from '../storage/sql/database.js';
 import type { NewResourceRows } from '../storage/sql/dialect.js';
 import type { FhirResource, IndexWriter } from '../storage/store.js';
@@ -42,9 +42,16 @@ function described(resource: FhirResource): (string | null)[] {
   ];
 }
 
-function owner(): [string, string] | undefined {
-  const principal = writingPrincipal.getStore();
-  return principal ? [principal.accountId, JSON.stringify(principal.scopes)] : undefined;
+/** The owner a write records: the writing account, the one already recorded (the server), or none. */
+function owner(): [string, string] | 'keep' | [null, null] {
+  const writer = writingPrincipal.getStore();
+  if (writer === SERVER_WRITE) return 'keep';
+  return writer ? [writer.accountId, JSON.stringify(writer.scopes)] : [null, null];
+}
+
+function newOwner(): [string | null, string | null] {
+  const recorded = owner();
+  return recorded === 'keep' ? [null, null] : recorded;
 }
 
 export class SubscriptionIndexWriter implements IndexWriter {
@@ -56,7 +63,8 @@ export class SubscriptionIndexWriter implements IndexWriter {
       return;
     }
     const values = described(resource);
-    const writer = owner();
+    const recorded = owner();
+    const writer = recorded === 'keep' ? undefined : recorded;
     // A new version starts its delivery afresh (a client re-enabling an errored subscription); the lease of
     // a delivery in flight stays, so that two processes never deliver it at once.
     const updated = await tx.execute(
@@ -85,7 +93,7 @@ export class SubscriptionIndexWriter implements IndexWriter {
         pkColumn: 'pk',
         columns,
         pgTypes: PG_TYPES.slice(1),
-        rows: [[...described(resource), ...(owner() ?? [null, null])]],
+        rows: [[...described(resource), ...newOwner()]],
       },
     ];
   }

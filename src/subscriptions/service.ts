@@ -104,10 +104,10 @@ export class SubscriptionService {
 
   private async pass(): Promise<void> {
     try {
-      const queued = await this.dispatcher.pass();
+      const { more } = await this.dispatcher.pass();
       await this.deliverer.claim();
       await this.hub.poll();
-      if (queued > 0) this.again = true;
+      if (more) this.again = true;
     } catch (error) {
       // The database may be restarting: the next pass tries again. No resource content is logged.
       this.options.logger?.warn(

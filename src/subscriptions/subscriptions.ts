@@ -4,7 +4,9 @@
 // (index-writer.ts) in the same transaction.
 import type { Principal } from '../auth/principal.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
-import type { SqlExecutor } from '../storage/sql/database.js';
+import { SERVER_WRITE, writingPrincipal } from '../fhir/writing-principal.js';
+import { performance } from 'node:perf_hooks';
+import type { ReadAfter, SqlExecutor } from '../storage/sql/database.js';
 
 export type SubscriptionStatus = 'requested' | 'active' | 'off' | 'error';
 
@@ -70,9 +72,14 @@ export async function subscriptionsWhere(
 /** Who a subscription notifies, as of now: its owner with the writing token's scopes within the account's current ones. */
 export type SubscriberOf = (accountId: string, scopes: readonly string[]) => Promise<Principal | undefined>;
 
-/** The subscriber as a FHIR request (what the search engine and the access checks take). */
-export function subscriberRequest(services: FhirServices, principal: Principal): FhirRequest {
-  return { services, principal };
+/**
+ * The subscriber as a FHIR request (what the search engine and the access checks take); `readAfter`: a
+ * replica may answer its searches once it has replayed that far.
+ */
+export function subscriberRequest(services: FhirServices, principal: Principal, readAfter?: ReadAfter): FhirRequest {
+  if (!readAfter) return { services, principal };
+  const limitMs = services.config.searchTimeoutMs;
+  return { services, principal, budget: { deadline: performance.now() + limitMs, limitMs, readAfter } };
 }
 
 /**
@@ -95,7 +102,7 @@ export async function setSubscriptionStatus(
   const { error: _previous, ...rest } = resource;
   const next = error === undefined ? { ...rest, status } : { ...rest, status, error };
   try {
-    await store.update(next, { ifMatch: current.versionId });
+    await writingPrincipal.run(SERVER_WRITE, () => store.update(next, { ifMatch: current.versionId }));
     return true;
   } catch (caught) {
     // Overtaken by a client's write: its version decides.

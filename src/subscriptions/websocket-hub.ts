@@ -20,6 +20,8 @@ export interface HubSocket {
 }
 
 export const MAX_SOCKETS = 1000;
+/** One account cannot take every socket of a process. */
+export const MAX_SOCKETS_PER_ACCOUNT = 50;
 export const MAX_BINDINGS_PER_SOCKET = 20;
 /** Unsent bytes a socket may hold before its client counts as gone. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
@@ -48,6 +50,11 @@ export class WebsocketHub {
   attach(socket: HubSocket, principal: Principal): void {
     if (this.sockets.size >= MAX_SOCKETS) {
       socket.close(1013, 'too many websocket connections on this server process');
+      return;
+    }
+    const ofAccount = [...this.sockets.values()].filter((s) => s.principal.accountId === principal.accountId).length;
+    if (ofAccount >= MAX_SOCKETS_PER_ACCOUNT) {
+      socket.close(1013, `at most ${MAX_SOCKETS_PER_ACCOUNT} websocket connections per account on this server process`);
       return;
     }
     const state = { principal, bound: new Set<number>(), alive: true };

@@ -37,6 +37,8 @@ export const subscriptionsMigration: Migration = {
     // The trigger's question (does a live subscription watch this type?) and the dispatcher's.
     `CREATE INDEX subscription_type ON subscription (resource_type, status)`,
     `CREATE INDEX subscription_account ON subscription (account_id, status)`,
+    // A websocket's bind names a subscription by id.
+    `CREATE INDEX subscription_id ON subscription (id)`,
     `CREATE TABLE subscription_event (
       seq ${d.autoIncrementPrimaryKey},
       pk ${d.bigint} NOT NULL,

@@ -1,4 +1,5 @@
 import type { Principal } from '../auth/principal.js';
+import type { AppError } from '../errors.js';
 import type { Config } from '../config.js';
 import type { CursorKey } from '../page-cursor.js';
 import type { CompartmentRule } from '../definitions/registry.js';
@@ -120,6 +121,16 @@ export interface SearchEngine {
     pks: readonly number[],
     executor?: SqlExecutor,
   ): Promise<number[]>;
+  /**
+   * matchesAmong for many criteria on one type at once (subscriptions), in a few statements: for each item
+   * the pks it matches, or the AppError that refuses it (its plan, or its cost alone).
+   */
+  matchesAmongMany(
+    items: readonly { readonly request: FhirRequest; readonly query: string }[],
+    type: string,
+    pks: readonly number[],
+    executor?: SqlExecutor,
+  ): Promise<(number[] | AppError)[]>;
   /** The parameters the engine supports on a type, for the CapabilityStatement. */
   capabilitySearchParams(type: string): CapabilitySearchParam[];
   /** The `_include` and `_revinclude` values the engine accepts on a type, for the CapabilityStatement. */

@@ -18,7 +18,13 @@ import { performance } from 'node:perf_hooks';
 import { BudgetExceededError } from '../storage/sql/database.js';
 import type { ReadBudget, SqlDatabase, SqlExecutor } from '../storage/sql/database.js';
 import type { IndexWriter } from '../storage/store.js';
-import { compileMatches, compileMatchesAmong, compileMatchesAt, compileSearchStatements } from './sql/compile.js';
+import {
+  compileMatches,
+  compileMatchesAmong,
+  compileMatchesAmongMany,
+  compileMatchesAt,
+  compileSearchStatements,
+} from './sql/compile.js';
 import type { Sql } from './sql/fragment.js';
 import { SearchCatalog } from './catalog.js';
 import { compartmentCriterion, compartmentSearchTypes } from './compartment.js';
@@ -102,6 +108,9 @@ export interface SearchEngineOptions {
   /** Replaces the estimates from the data (tests run every search shape with it). */
   readonly estimate?: (plan: Plan, run: StatementRunner) => Promise<Plan>;
 }
+
+/** Subscriptions' criteria matched in one statement (a UNION ALL of that many probes per candidate). */
+const MATCHES_PER_STATEMENT = 50;
 
 /** The budget of a request's searches: the one the HTTP layer made (a Bundle shares one), or a fresh one. */
 export function searchBudget(request: FhirRequest, limitMs: number): ReadBudget {
@@ -301,6 +310,59 @@ export class AmbientSearchEngine implements SearchEngine {
     } catch (error) {
       tooCostly(error);
     }
+  }
+
+  async matchesAmongMany(
+    items: readonly { readonly request: FhirRequest; readonly query: string }[],
+    type: string,
+    pks: readonly number[],
+    executor?: SqlExecutor,
+  ): Promise<(number[] | AppError)[]> {
+    const results: (number[] | AppError)[] = items.map(() => []);
+    const planned: { index: number; plan: Plan }[] = [];
+    items.forEach((item, index) => {
+      try {
+        planned.push({ index, plan: this.planCriteria(item.request, type, item.query) });
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+        results[index] = error;
+      }
+    });
+    if (pks.length === 0) return results;
+    for (let start = 0; start < planned.length; start += MATCHES_PER_STATEMENT) {
+      const chunk = planned.slice(start, start + MATCHES_PER_STATEMENT);
+      const statement = compileMatchesAmongMany(
+        chunk.map((p) => p.plan),
+        this.db.dialect,
+        pks,
+      );
+      const budget = searchBudget(items[chunk[0].index].request, this.config.searchTimeoutMs);
+      let rows: { m: number | string; pk: number | string }[];
+      try {
+        rows = executor
+          ? ((await runBoundedWhereCan(executor, budget, statement)) as typeof rows)
+          : await this.db.boundedQuery<{ m: number | string; pk: number | string }>(
+              statement.text,
+              statement.params,
+              budget,
+            );
+      } catch (error) {
+        if (!(error instanceof BudgetExceededError)) throw error;
+        // Which of them is too costly: each alone, within its own budget.
+        for (const { index } of chunk) {
+          const item = items[index];
+          try {
+            results[index] = await this.matchesAmong(item.request, type, item.query, pks, executor);
+          } catch (alone) {
+            if (!(alone instanceof AppError)) throw alone;
+            results[index] = alone;
+          }
+        }
+        continue;
+      }
+      for (const row of rows) (results[chunk[Number(row.m)].index] as number[]).push(Number(row.pk));
+    }
+    return results;
   }
 
   capabilitySearchParams(type: string): CapabilitySearchParam[] {

@@ -30,6 +30,8 @@ export interface DelivererOptions {
   readonly subscriberOf: SubscriberOf;
   readonly now?: () => number;
   readonly logger?: Pick<Logger, 'warn'>;
+  /** Called when a claim has ended and its worker is free again: what else is due can be claimed at once. */
+  readonly freed?: () => void;
   /** Called after each delivery, whatever its outcome (metrics). */
   readonly delivered?: (outcome: DeliveryOutcome) => void;
 }
@@ -45,6 +47,7 @@ interface QueuedRow {
 export class Deliverer {
   private readonly active = new Map<number, Promise<void>>();
   private readonly stopping = new AbortController();
+  private claims: Promise<void> = Promise.resolve();
   private readonly now: () => number;
 
   constructor(
@@ -60,8 +63,14 @@ export class Deliverer {
     return this.options.timeoutMs * 2 + 5_000;
   }
 
-  /** Claims what is due, up to the free workers, and starts delivering it. */
-  async claim(): Promise<void> {
+  /** Claims what is due, up to the free workers, and starts delivering it; one claim at a time. */
+  claim(): Promise<void> {
+    const run = this.claims.then(() => this.claimOnce());
+    this.claims = run.catch(() => undefined);
+    return run;
+  }
+
+  private async claimOnce(): Promise<void> {
     if (this.stopping.signal.aborted) return;
     const free = this.options.workers - this.active.size;
     if (free <= 0) return;
@@ -83,7 +92,10 @@ export class Deliverer {
         [this.options.holder, now + this.leaseMs, pk, now, now],
       );
       if (claimed !== 1) continue;
-      const run = this.deliver(pk).finally(() => this.active.delete(pk));
+      const run = this.deliver(pk).finally(() => {
+        this.active.delete(pk);
+        this.options.freed?.();
+      });
       this.active.set(pk, run);
     }
   }

@@ -4,6 +4,7 @@
 // the search engine itself, as each subscriber (its owner's scopes as of now), and the notifications
 // are queued in write order in the same transaction that consumes the writes: each write is matched
 // once, and a dispatcher that dies midway leaves the writes for the next.
+import type { Principal } from '../auth/principal.js';
 import { AppError } from '../errors.js';
 import { binaryContextReadable } from '../fhir/binary.js';
 import { endpointAllowed } from '../fhir/subscription-input.js';
@@ -372,52 +373,75 @@ class BatchMatcher {
     for (const seqs of this.matches.values()) for (const event of events) seqs.delete(Number(event.seq));
   }
 
-  /** `executor`: the transaction that holds the events' versions in place. */
+  /**
+   * `executor`: the transaction that holds the events' versions in place. The subscriptions of a type are
+   * matched together, a few statements for all of them (SearchEngine.matchesAmongMany).
+   */
   async match(events: readonly EventRow[], executor?: SqlExecutor): Promise<void> {
     if (events.length === 0) return;
+    const byType = new Map<string, SubscriptionRow[]>();
     for (const subscription of this.subscriptions) {
       if (this.broken.has(subscription.pk)) continue;
-      const candidates = events.filter((e) => e.type === subscription.resourceType);
+      let group = byType.get(subscription.resourceType);
+      if (!group) byType.set(subscription.resourceType, (group = []));
+      group.push(subscription);
+    }
+    for (const [type, group] of byType) {
+      const candidates = events.filter((e) => e.type === type);
       if (candidates.length === 0) continue;
-      const reason = await this.matchOne(subscription, candidates, executor);
-      if (reason) {
-        this.broken.add(subscription.pk);
-        this.failed.push([subscription, reason]);
+      const subscribers: { subscription: SubscriptionRow; principal: Principal }[] = [];
+      for (const subscription of group) {
+        const principal = await this.subscriberOf(subscription.accountId!, subscription.scopes ?? []);
+        if (!principal)
+          this.fail(subscription, 'The account that wrote this Subscription is inactive or has no API access');
+        else if (!principal.canFhir('read', type) || !principal.canFhir('search', type)) {
+          this.fail(
+            subscription,
+            `The scopes of the token that wrote this Subscription no longer allow reading and searching ${type}`,
+          );
+        } else subscribers.push({ subscription, principal });
+      }
+      const pks = [...new Set(candidates.map((e) => Number(e.pk)))];
+      const items = subscribers.map(({ subscription, principal }) => ({
+        request: subscriberRequest(this.services, principal, this.readAfter),
+        query: subscription.criteria,
+      }));
+      const results = await this.services.search.matchesAmongMany(items, type, pks, executor);
+      for (const [n, result] of results.entries()) {
+        const { subscription, principal } = subscribers[n];
+        if (result instanceof AppError) this.refused(subscription, result);
+        else await this.record(subscription, principal, candidates, new Set(result), executor);
       }
     }
   }
 
-  private async matchOne(
+  private fail(subscription: SubscriptionRow, reason: string): void {
+    this.broken.add(subscription.pk);
+    this.failed.push([subscription, reason]);
+  }
+
+  /** Criteria refused: broken, unless they only ran out of time, which is retried a few passes. */
+  private refused(subscription: SubscriptionRow, error: AppError): void {
+    if (error.code !== 'search-timeout') {
+      this.fail(subscription, `Subscription.criteria: ${error.message}`);
+      return;
+    }
+    const count = (this.timeouts.get(subscription.pk) ?? 0) + 1;
+    this.timeouts.set(subscription.pk, count);
+    // Once may be a busy moment: the writes stay queued and the next pass tries again.
+    if (count < MAX_TIMEOUTS) throw new CriteriaTimedOutError();
+    this.timeouts.delete(subscription.pk);
+    this.fail(subscription, `Subscription.criteria ran out of time ${MAX_TIMEOUTS} times in a row: ${error.message}`);
+  }
+
+  private async record(
     subscription: SubscriptionRow,
+    principal: Principal,
     candidates: readonly EventRow[],
+    found: ReadonlySet<number>,
     executor: SqlExecutor | undefined,
-  ): Promise<string | undefined> {
-    const type = subscription.resourceType;
-    const principal = await this.subscriberOf(subscription.accountId!, subscription.scopes ?? []);
-    if (!principal) return 'The account that wrote this Subscription is inactive or has no API access';
-    if (!principal.canFhir('read', type) || !principal.canFhir('search', type)) {
-      return `The scopes of the token that wrote this Subscription no longer allow reading and searching ${type}`;
-    }
-    const request = subscriberRequest(this.services, principal, this.readAfter);
-    let found: Set<number>;
-    try {
-      const distinct = [...new Set(candidates.map((e) => Number(e.pk)))];
-      found = new Set(
-        await this.services.search.matchesAmong(request, type, subscription.criteria, distinct, executor),
-      );
-      this.timeouts.delete(subscription.pk);
-    } catch (error) {
-      if (error instanceof AppError && error.code === 'search-timeout') {
-        const count = (this.timeouts.get(subscription.pk) ?? 0) + 1;
-        this.timeouts.set(subscription.pk, count);
-        // Once may be a busy moment: the writes stay queued and the next pass tries again.
-        if (count < MAX_TIMEOUTS) throw new CriteriaTimedOutError();
-        this.timeouts.delete(subscription.pk);
-        return `Subscription.criteria ran out of time ${MAX_TIMEOUTS} times in a row: ${error.message}`;
-      }
-      if (error instanceof AppError) return `Subscription.criteria: ${error.message}`;
-      throw error;
-    }
+  ): Promise<void> {
+    this.timeouts.delete(subscription.pk);
     let seqs = this.matches.get(subscription.pk);
     if (!seqs) this.matches.set(subscription.pk, (seqs = new Set()));
     // A Binary is read only by who may read what its securityContext points at: the same for its notification.
@@ -425,7 +449,7 @@ class BatchMatcher {
     const { references, types } = this.services;
     for (const event of candidates) {
       if (!found.has(Number(event.pk))) continue;
-      if (type === 'Binary') {
+      if (event.type === 'Binary') {
         let read = this.binaries.get(Number(event.seq));
         if (!read) this.binaries.set(Number(event.seq), (read = versionContent(executor ?? this.db, event)));
         const content = await read;
@@ -433,6 +457,5 @@ class BatchMatcher {
       }
       seqs.add(Number(event.seq));
     }
-    return undefined;
   }
 }

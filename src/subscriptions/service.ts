@@ -58,6 +58,7 @@ export class SubscriptionService {
       subscriberOf: options.subscriberOf,
       delivered: options.delivered,
       logger: options.logger,
+      freed: () => this.claimSoon(),
     });
     this.pollMs = settings.pollMs;
   }
@@ -90,6 +91,19 @@ export class SubscriptionService {
           this.wake();
         }
       });
+  }
+
+  /**
+   * A worker came free: claim what is due now rather than at the next poll (a backlog spread over many
+   * subscriptions would otherwise go out at workers × a claim's batch per poll).
+   */
+  private claimSoon(): void {
+    if (this.stopped) return;
+    writingPrincipal
+      .exit(() => this.deliverer.claim())
+      .catch((error: unknown) =>
+        this.options.logger?.warn({ err: { message: (error as Error).message } }, 'subscription claim failed'),
+      );
   }
 
   async stop(): Promise<void> {

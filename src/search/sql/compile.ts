@@ -472,13 +472,30 @@ export function compileMatchesAt(plan: Plan, dialect: Dialect, limit: number): S
  * statement costs a few probes per candidate, whatever the database holds.
  */
 export function compileMatchesAmong(plan: Plan, dialect: Dialect, candidates: readonly number[], limit: number): Sql {
-  const conditions = [
+  return sql`SELECT r0.pk, r0.id FROM resource r0 WHERE ${amongCandidates(plan, dialect, candidates)} LIMIT ${limit}`;
+}
+
+/** The criteria on the `candidates` (pks) only, each probed by its primary key. */
+function amongCandidates(plan: Plan, dialect: Dialect, candidates: readonly number[]): Sql {
+  return and([
     sql`r0.pk IN (${new Sql(dialect.jsonIntegers, [JSON.stringify(candidates)])})`,
     typeCondition('r0', plan.types),
     sql`r0.deleted = 0`,
     ...plan.criteria.map((c) => criterionCondition(dialect, c, 'r0', 0)),
-  ];
-  return sql`SELECT r0.pk, r0.id FROM resource r0 WHERE ${and(conditions)} LIMIT ${limit}`;
+  ]);
+}
+
+/**
+ * compileMatchesAmong for several plans over the same candidates in one statement: each match comes as
+ * (m, pk), `m` the plan's index. Subscriptions of one type are matched this way, a few round trips for
+ * any number of them.
+ */
+export function compileMatchesAmongMany(plans: readonly Plan[], dialect: Dialect, candidates: readonly number[]): Sql {
+  const parts = plans.map(
+    (plan, m) =>
+      sql`SELECT ${raw(String(m))} AS m, r0.pk FROM resource r0 WHERE ${amongCandidates(plan, dialect, candidates)}`,
+  );
+  return join(parts, ' UNION ALL ');
 }
 
 /** Stand for the frontier and the row limit in a compiled include until the executor binds them. */

@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseFhirPath } from '@medplum/core';
+import { compileTerminology } from './terminology.js';
 import {
   R4_FHIR_VERSION,
   type ConstraintRule,
@@ -138,6 +139,15 @@ function main(): void {
   console.log(
     `wrote ${outFile}: ${definitions.resourceTypes.length} resource types, ${Object.keys(definitions.types).length} types, ` +
       `${Object.keys(definitions.valueSets).length} value sets, ${(text.length / 1024 / 1024).toFixed(2)} MB`,
+  );
+  // Apart from r4.json: only the terminology operations read it, on first use (terminology.ts).
+  const compiled = compileTerminology(terminology);
+  const terminologyFile = join(outDir, 'r4-terminology.json');
+  const terminologyText = JSON.stringify(compiled);
+  writeFileSync(terminologyFile, terminologyText);
+  console.log(
+    `wrote ${terminologyFile}: ${compiled.codeSystems.length} code systems, ${compiled.valueSets.length} value sets, ` +
+      `${(terminologyText.length / 1024 / 1024).toFixed(2)} MB`,
   );
 }
 

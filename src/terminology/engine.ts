@@ -168,6 +168,17 @@ export class TerminologyEngine {
     return cs;
   }
 
+  /** A CodeSystem at hand (stored by id, inline) if the server can serve its content; 422 otherwise. */
+  servable(cs: CodeSystemResource, label: string): CodeSystemResource {
+    if (!holdsContent(cs)) {
+      throw new AppError(
+        'terminology-not-supported',
+        `Code system ${label} does not hold its content (content: ${cs.content ?? 'unknown'})`,
+      );
+    }
+    return cs;
+  }
+
   /** https://hl7.org/fhir/R4/valueset-operation-expand.html: the value set with an expansion page. */
   async expand(vs: ValueSetResource, options: ExpandOptions = {}): Promise<ValueSetResource> {
     const codes = [...(await this.expandAll(vs)).values()];

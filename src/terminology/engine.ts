@@ -1,6 +1,6 @@
 // The terminology engine: ValueSet expansion and validation, CodeSystem lookup and validation
 // (https://hl7.org/fhir/R4/terminology-service.html), over the R4 code systems and value sets
-// (generated/r4-terminology.json, read on first use) and those stored on the server (a stored one wins
+// (generated/r4-terminology.json.gz, read on first use) and those stored on the server (a stored one wins
 // for the same url and version). Everything is computed in memory, within the bounds of LIMITS.
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';

@@ -320,6 +320,13 @@ describe.each(BACKENDS)('terminology operations on %s', (backend) => {
       expect(instance.statusCode, instance.body).toBe(200);
       expect(param(instance, 'result')?.valueBoolean).toBe(false);
       expect(param(instance, 'message')?.valueString).toContain('hexagon');
+      // Without url, the coding's system names the code system.
+      const bySystem = await fhir.post(
+        '/fhir/CodeSystem/$validate-code',
+        parameters({ name: 'coding', valueCoding: { system: SHAPES, code: 'circle', display: 'Circle' } }),
+      );
+      expect(bySystem.statusCode, bySystem.body).toBe(200);
+      expect(param(bySystem, 'result')?.valueBoolean).toBe(true);
       const snomed = await fhir.get('/fhir/CodeSystem/$validate-code?url=http://snomed.info/sct&code=404684003');
       expectOutcome(snomed, 422, 'not-supported', 'terminology-not-supported', 'http://snomed.info/sct');
     });
@@ -456,6 +463,7 @@ describe.each(BACKENDS)('terminology operations on %s', (backend) => {
         ['GET', `/fhir/ValueSet/$validate-code?url=${url}`],
         ['GET', `/fhir/ValueSet/$validate-code?url=${url}&coding=x`],
         ['GET', '/fhir/CodeSystem/$lookup?code=male'],
+        ['GET', '/fhir/CodeSystem/$validate-code?code=male'],
         ['POST', '/fhir/ValueSet/$expand', { resourceType: 'Patient' }],
         ['POST', '/fhir/ValueSet/$expand', { resourceType: 'Parameters', parameter: 'url' }],
         ['POST', '/fhir/ValueSet/$expand', parameters({ name: 'url', valueInteger: 3 })],

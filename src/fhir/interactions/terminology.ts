@@ -325,11 +325,11 @@ async function codeSystemOf(
   engine: TerminologyEngine,
   call: OperationCall,
   params: OperationParameters,
-  urlParameter: 'url' | 'system',
+  codingSystem: string | undefined,
 ): Promise<CodeSystemResource> {
-  const url = params.string(urlParameter);
+  const url = params.string('url');
   const version = params.string('version');
-  const inline = urlParameter === 'url' ? params.resource('codeSystem') : undefined;
+  const inline = params.resource('codeSystem');
   if (call.id !== undefined) {
     if (url !== undefined || inline !== undefined) {
       throw new AppError('bad-request', 'The instance form names its code system: give neither url nor codeSystem');
@@ -342,8 +342,12 @@ async function codeSystemOf(
     const cs = inlineResource(request, inline, 'CodeSystem', 'codeSystem') as unknown as CodeSystemResource;
     return engine.servable(cs, 'the codeSystem parameter');
   }
-  if (url === undefined) throw new AppError('bad-request', `Name the code system: ${urlParameter}`);
-  return engine.requireCodeSystem(url, version);
+  // Without url, the system of the codings names it (when they agree on one).
+  const named = url ?? codingSystem;
+  if (named === undefined) {
+    throw new AppError('bad-request', 'Name the code system: url (or codeSystem in a POST, or a coding with a system)');
+  }
+  return engine.requireCodeSystem(named, version);
 }
 
 /** `GET|POST /fhir/CodeSystem/$validate-code`, `/fhir/CodeSystem/{id}/$validate-code`. */
@@ -355,7 +359,8 @@ export async function codeSystemValidateCodeInteraction(
   const params = OperationParameters.of(call.method, call.query, call.body);
   const engine = new TerminologyEngine(storedTerminology(request));
   const codings = codingsToValidate(params);
-  const cs = await codeSystemOf(request, engine, call, params, 'url');
+  const systems = new Set(codings.map((coding) => coding.system).filter((system) => system !== undefined));
+  const cs = await codeSystemOf(request, engine, call, params, systems.size === 1 ? [...systems][0] : undefined);
   const body = await engine.validateInCodeSystem(cs, codings);
   return { status: 200, body: body as unknown as Record<string, unknown> };
 }
@@ -366,15 +371,11 @@ export async function lookupInteraction(request: FhirRequest, call: OperationCal
   const params = OperationParameters.of(call.method, call.query, call.body);
   const engine = new TerminologyEngine(storedTerminology(request));
   const codingValue = params.complex('coding', 'Coding');
-  let system = params.string('system');
-  let code = params.string('code');
-  let version = params.string('version');
-  if (codingValue) {
-    if (system !== undefined || code !== undefined)
-      throw new AppError('bad-request', 'Give system and code, or coding, not both');
-    const coding = codingOf(codingValue, 'coding');
-    ({ system, code, version } = { system: coding.system, code: coding.code, version: coding.version ?? version });
+  const given: Coding = { system: params.string('system'), code: params.string('code') };
+  if (codingValue && (given.system !== undefined || given.code !== undefined)) {
+    throw new AppError('bad-request', 'Give system and code, or coding, not both');
   }
+  const { system, code, version = params.string('version') } = codingValue ? codingOf(codingValue, 'coding') : given;
   if (system === undefined || code === undefined) {
     throw new AppError('bad-request', '$lookup needs system and code (or a coding with both)');
   }

@@ -20,6 +20,7 @@ const BELOW_HTTP = [
   'search',
   'storage',
   'subscriptions',
+  'terminology',
   'validation',
   'workers',
 ];
@@ -37,6 +38,13 @@ const FORBIDDEN: readonly (readonly [string, string])[] = [
   ...['auth', 'fhir', 'search', 'storage', 'validation'].map((module) => ['definitions', module] as const),
   ...['auth', 'search', 'storage', 'export', 'import', 'scribe'].map((module) => ['validation', module] as const),
   ...['auth', 'export', 'import', 'scribe'].map((module) => ['search', module] as const),
+  // The terminology engine computes from definitions and what it is handed (the stored ValueSets and
+  // CodeSystems come through an interface the FHIR layer implements): no database, no requests.
+  ...['auth', 'fhir', 'search', 'storage', 'validation', 'export', 'import', 'scribe', 'subscriptions'].map(
+    (module) => ['terminology', module] as const,
+  ),
+  // Required bindings in validation use r4.json's code lists, not the terminology engine.
+  ...['definitions', 'storage', 'validation', 'search'].map((module) => [module, 'terminology'] as const),
 ];
 
 function sources(dir: string): string[] {

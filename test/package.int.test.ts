@@ -105,13 +105,14 @@ describe.skipIf(!FULL)('npm pack, then npm install -g of the tarball', () => {
 
   afterAll(() => dir && rmSync(dir, { recursive: true, force: true }));
 
-  it('packs the compiled server, the R4 definitions and the extension source: no TypeScript, tests or source maps', () => {
+  it('packs the compiled server, the R4 definitions and terminology and the extension source: no TypeScript, tests or source maps', () => {
     const paths = packed.files.map((f) => f.path);
     for (const path of [
       'bin/ambient-fhir.js',
       'dist/main.js',
       'dist/storage/sqlite/read-worker.js',
       'generated/r4.json',
+      'generated/r4-terminology.json.gz',
       'native/sqlite-interrupt.c',
       'scripts/build-native.mjs',
       'README.md',

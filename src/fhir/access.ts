@@ -17,6 +17,16 @@ export function requireAccess(request: FhirRequest, action: FhirAction, type: st
   }
 }
 
+/** Refuses (403) a request whose token's scopes allow none of `actions` on `type`. */
+export function requireAnyAccess(request: FhirRequest, actions: readonly FhirAction[], type: string): void {
+  if (actions.some((action) => request.principal.canFhir(action, type))) return;
+  const letters = actions.map((action) => `system/${type}.${ACTION_LETTER[action]}`).join(' or ');
+  throw new AppError(
+    'forbidden',
+    `The token's scopes do not allow ${actions.join(' or ')} on ${type} (needs ${letters} or wider)`,
+  );
+}
+
 /** The types whose resources the caller may read (and so be told about). */
 export function mayRead(request: FhirRequest): (type: string) => boolean {
   return (type) => request.principal.canFhir('read', type);

@@ -19,6 +19,13 @@ import { patchInteraction } from './interactions/patch.js';
 import { readInteraction } from './interactions/read.js';
 import { searchInteraction } from './interactions/search.js';
 import { bundleInteraction } from './interactions/transaction.js';
+import {
+  codeSystemValidateCodeInteraction,
+  expandInteraction,
+  lookupInteraction,
+  valueSetValidateCodeInteraction,
+  type OperationCall,
+} from './interactions/terminology.js';
 import { updateInteraction } from './interactions/update.js';
 import { validateInteraction } from './interactions/validate.js';
 import { versionsInteraction } from './interactions/versions.js';
@@ -160,6 +167,43 @@ const onType =
   (...actions: ('create' | 'read' | 'update' | 'search')[]) =>
   (call: Pick<InteractionCall, 'params'>) =>
     actions.map((action) => [action, call.params.type ?? ''] as const);
+
+const TERMINOLOGY_OPERATIONS = 'http://hl7.org/fhir/OperationDefinition';
+
+/**
+ * The terminology operations (interactions/terminology.ts), each by GET and POST: on the type and, but
+ * $lookup, on an instance. Read or search on the type lets them through before the body.
+ */
+function terminologyRoutes(): FhirRoute[] {
+  const operations = [
+    { type: 'ValueSet', name: 'expand', run: expandInteraction, instance: true },
+    { type: 'ValueSet', name: 'validate-code', run: valueSetValidateCodeInteraction, instance: true },
+    { type: 'CodeSystem', name: 'lookup', run: lookupInteraction, instance: false },
+    { type: 'CodeSystem', name: 'validate-code', run: codeSystemValidateCodeInteraction, instance: true },
+  ] as const;
+  return operations.flatMap(({ type, name, run, instance }) =>
+    (['GET', 'POST'] as const).flatMap((method) =>
+      (instance ? [false, true] : [false]).map((onInstance): FhirRoute => ({
+        name: `${type}-${name}${onInstance ? '-instance' : ''}${method === 'POST' ? '-post' : ''}`,
+        method,
+        path: onInstance ? `${type}/:id/$${name}` : `${type}/$${name}`,
+        interaction: 'operation',
+        operation: { name, definition: `${TERMINOLOGY_OPERATIONS}/${type}-${name}` },
+        ...(method === 'POST' ? { body: 'json' as const } : {}),
+        beforeBody: () => [[['read', 'search'], type]],
+        handler: async (request, call) => {
+          const operationCall: OperationCall = {
+            method,
+            query: call.searchParams(),
+            body: method === 'POST' ? call.body : undefined,
+            id: onInstance ? call.params.id : undefined,
+          };
+          return run(request, operationCall);
+        },
+      })),
+    ),
+  );
+}
 
 /** In the order the CapabilityStatement lists interactions and operations. */
 export const FHIR_ROUTES: readonly FhirRoute[] = [
@@ -411,6 +455,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     operation: { name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything' },
     handler: async (request, call) => everythingInteraction(request, call.params.id!, call.searchParams()),
   },
+  ...terminologyRoutes(),
   // Bulk Data export (http/export-routes.ts serves these by name).
   ...(['GET', 'POST'] as const).flatMap((method): FhirRoute[] => [
     {

@@ -102,10 +102,13 @@ export interface FhirRoute {
   readonly reply?: 'read';
   /** Needs no token. */
   readonly public?: boolean;
-  /** What the caller must be allowed before the body is read (docs/security.md). */
+  /**
+   * What the caller must be allowed before the body is read (docs/security.md): each pair, where a list of
+   * actions means any one of them.
+   */
   readonly beforeBody?: (
     call: Pick<InteractionCall, 'params' | 'header'>,
-  ) => readonly (readonly [FhirAction, string])[];
+  ) => readonly (readonly [FhirAction | readonly FhirAction[], string])[];
   /** The interaction; absent on routes another plugin serves (export, http/export-routes.ts), by `name`. */
   readonly handler?: (request: FhirRequest, call: InteractionCall) => Promise<FhirResponse>;
   /** Unique: how another plugin finds the routes it serves. */

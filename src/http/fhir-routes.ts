@@ -4,7 +4,7 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { AppError } from '../errors.js';
-import { requireAccess } from '../fhir/access.js';
+import { requireAccess, requireAnyAccess } from '../fhir/access.js';
 import type { PatchFormat } from '../fhir/interactions/patch.js';
 import { pathOf, queryOf } from '../url-parts.js';
 import { FHIR_ROUTES } from '../fhir/router.js';
@@ -158,7 +158,8 @@ async function authorizeBeforeBody(request: FastifyRequest, options: FhirRoutesO
     if (!services.types.isResourceType(type)) {
       throw new AppError('unknown-resource-type', `${type} is not a FHIR R4 resource type this server knows`);
     }
-    requireAccess(fhirRequest(request, services), action, type);
+    if (typeof action === 'string') requireAccess(fhirRequest(request, services), action, type);
+    else requireAnyAccess(fhirRequest(request, services), action, type);
   }
 }
 

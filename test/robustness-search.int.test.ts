@@ -42,6 +42,9 @@ function examplePerType(): Record<string, unknown>[] {
     const type = resource.resourceType as string;
     if (byType.has(type) || typeof resource.id !== 'string') continue;
     if (validateResource(resource, registry).some((i) => i.severity === 'error')) continue;
+    // A rest-hook names an endpoint the server must be configured to call: the example's own channel
+    // becomes a websocket, its criteria and the rest stay.
+    if (type === 'Subscription') resource.channel = { type: 'websocket' };
     byType.set(type, resource);
   }
   return [...byType.values()];

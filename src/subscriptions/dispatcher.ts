@@ -20,10 +20,11 @@ import type { SubscriberOf, SubscriptionRow } from './subscriptions.js';
 export const DISPATCH_BATCH = 500;
 /**
  * Versions of one resource, written again before they were matched, that a pass puts back in place
- * (each round one write transaction running the criteria of the type's subscriptions); more are matched
- * as the resource is now, so that rewriting one resource many times cannot make a pass long.
+ * (each round one short write transaction running the criteria of the type's subscriptions); the writes
+ * after the first version beyond them wait for the next pass, so that rewriting one resource many times
+ * cannot make a pass long.
  */
-const MAX_STALE_ROUNDS = 2;
+const MAX_STALE_ROUNDS = 4;
 /** Passes in a row a subscription's criteria may run out of time before it is set to error. */
 const MAX_TIMEOUTS = 3;
 
@@ -78,9 +79,9 @@ export class Dispatcher {
   async pass(): Promise<{ queued: number; more: boolean }> {
     if (!(await this.lease())) return { queued: 0, more: false };
     await this.activateRequested();
-    const { queued, consumed } = await this.match();
+    const { queued, consumed, cut } = await this.match();
     if (this.now() - this.lastSweep > WEBSOCKET_NOTIFICATION_TTL_MS / 4) await this.sweep();
-    return { queued, more: queued > 0 || consumed >= DISPATCH_BATCH };
+    return { queued, more: queued > 0 || cut || consumed >= DISPATCH_BATCH };
   }
 
   /** Gives the lease up (a stopping process), so that another takes over at once. */
@@ -151,12 +152,13 @@ export class Dispatcher {
     return undefined;
   }
 
-  private async match(): Promise<{ queued: number; consumed: number }> {
-    const events = await this.db.query<EventRow>(
+  private async match(): Promise<{ queued: number; consumed: number; cut: boolean }> {
+    let events = await this.db.query<EventRow>(
       'SELECT seq, pk, type, id, version FROM subscription_event ORDER BY seq LIMIT ?',
       [DISPATCH_BATCH],
     );
-    if (events.length === 0) return { queued: 0, consumed: 0 };
+    if (events.length === 0) return { queued: 0, consumed: 0, cut: false };
+    let cut = false;
     // With read replicas, a search may read from one only once it has replayed these writes.
     const position = this.services.config.databaseReadUrls.length > 0 ? await currentWritePosition(this.db) : undefined;
     const readAfter = async () => position;
@@ -190,9 +192,16 @@ export class Dispatcher {
       // R4: the criteria apply to the version written. A resource written again since has another version's
       // index rows now: each such version is put back in place, matched, and the change rolled back.
       const [placedRounds, beyond] = rounds(stale, MAX_STALE_ROUNDS);
-      // A resource written more times than that within one pass: its other versions are matched as it is now.
-      await matcher.match(beyond);
+      if (beyond.length > 0) {
+        // A resource written more times than that within one batch: this pass consumes the writes before
+        // the first version it cannot put back, the next pass goes on from there (so order is kept).
+        const first = Math.min(...beyond.map((e) => Number(e.seq)));
+        events = events.filter((e) => Number(e.seq) < first);
+        for (const round of placedRounds) round.splice(0, round.length, ...round.filter((e) => Number(e.seq) < first));
+        cut = true;
+      }
       for (const round of placedRounds) {
+        if (round.length === 0) continue;
         await this.db
           .transaction(async (tx) => {
             const placed = await this.placeVersions(tx, round);
@@ -233,7 +242,7 @@ export class Dispatcher {
         }
       });
     } catch (error) {
-      if (error instanceof OvertakenError) return { queued: 0, consumed: 0 };
+      if (error instanceof OvertakenError) return { queued: 0, consumed: 0, cut: false };
       throw error;
     }
     for (const [subscription, reason] of matcher.failed) {
@@ -243,7 +252,7 @@ export class Dispatcher {
       (s) => s.channelType === 'rest-hook' && events.some((e) => matcher.matched(s.pk, e)),
     );
     await this.boundPending(notified);
-    return { queued: rows.length, consumed: events.length };
+    return { queued: rows.length, consumed: events.length, cut };
   }
 
   /** Events whose version the resource still has (its index rows are that version's), and the others. */

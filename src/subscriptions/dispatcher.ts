@@ -77,11 +77,24 @@ export class Dispatcher {
    * consumed a full batch of writes (more may wait). False when another process dispatches.
    */
   async pass(): Promise<{ queued: number; more: boolean }> {
+    // An idle server only reads: the lease is a write (and on SQLite an fsync), taken when there is work.
+    if (!(await this.hasWork())) return { queued: 0, more: false };
     if (!(await this.lease())) return { queued: 0, more: false };
     await this.activateRequested();
     const { queued, consumed, cut } = await this.match();
     if (this.now() - this.lastSweep > WEBSOCKET_NOTIFICATION_TTL_MS / 4) await this.sweep();
     return { queued, more: queued > 0 || cut || consumed >= DISPATCH_BATCH };
+  }
+
+  /** Writes to match, subscriptions to activate, or (when a sweep is due) notifications to sweep. */
+  private async hasWork(): Promise<boolean> {
+    const sweepDue = this.now() - this.lastSweep > WEBSOCKET_NOTIFICATION_TTL_MS / 4;
+    const [row] = await this.db.query<{ w: number | string | boolean }>(
+      `SELECT CASE WHEN EXISTS (SELECT 1 FROM subscription_event)
+         OR EXISTS (SELECT 1 FROM subscription WHERE status = 'requested' OR (status = 'active' AND account_id IS NULL))
+         ${sweepDue ? 'OR EXISTS (SELECT 1 FROM subscription_notification)' : ''} THEN 1 ELSE 0 END AS w`,
+    );
+    return Number(row?.w) === 1;
   }
 
   /** Gives the lease up (a stopping process), so that another takes over at once. */

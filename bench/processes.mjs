@@ -1,6 +1,7 @@
-// What the benchmark and the soak share: running the CLI, the server's command line and finding a free port.
+// What the benchmarks and the soak share: running the CLI, the server's command line, finding a free port,
+// starting a server, and PostgreSQL's pid.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -54,4 +55,42 @@ export async function waitReady(url) {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error('server did not become ready');
+}
+
+/**
+ * The server as `npm start` runs it, on a free port of 127.0.0.1, with `env` beside the process's own;
+ * resolves once it is ready. `stop` sends SIGTERM and resolves when it has exited.
+ */
+export async function startServer(root, env) {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const server = spawn(process.execPath, serveArgs(root), {
+    env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    await waitReady(url);
+  } catch (error) {
+    server.kill('SIGTERM');
+    throw error;
+  }
+  return {
+    url,
+    pid: server.pid,
+    stop: () => {
+      server.kill('SIGTERM');
+      return new Promise((r) => server.on('exit', r));
+    },
+  };
+}
+
+/** The PostgreSQL postmaster's pid, so that a benchmark can report the database's CPU too; undefined where unreadable. */
+export function postgresPid() {
+  const dir = '/var/run/postgresql';
+  try {
+    const pidFile = readdirSync(dir).find((f) => f.endsWith('.pid'));
+    return pidFile ? readFileSync(join(dir, pidFile), 'utf8').split('\n')[0].trim() : undefined;
+  } catch {
+    return undefined;
+  }
 }

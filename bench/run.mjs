@@ -20,14 +20,13 @@
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench" and
 // "bench_synthetic" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
 // AMBIENT_FIXTURES (default test/fixtures: the Synthea bundles and NDJSON, when present).
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { syntheticExport } from './export.mjs';
-import { freePort, run, serveArgs, waitReady } from './processes.mjs';
+import { postgresPid, run, startServer as startProcess } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { calibrate, targetsReport } from './targets.mjs';
 import { databaseBytes, generateSynthetic, syntheticChecks, syntheticMix, timedImport } from './synthetic.mjs';
@@ -93,17 +92,6 @@ function peakRssMb(pid) {
   return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)[1]) / 1024);
 }
 
-/** The PostgreSQL postmaster's pid, so the workload can report the database's CPU too. */
-function postgresPid() {
-  const dir = '/var/run/postgresql';
-  try {
-    const pidFile = readdirSync(dir).find((f) => f.endsWith('.pid'));
-    return pidFile ? readFileSync(join(dir, pidFile), 'utf8').split('\n')[0].trim() : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** A fresh, empty database: a new temporary SQLite file, or the PostgreSQL schema `schema`, recreated. */
 async function databaseUrl(backend, schema = 'bench') {
   if (backend === 'sqlite') return `sqlite:${join(mkdtempSync(join(tmpdir(), 'ambient-bench-')), `${schema}.db`)}`;
@@ -135,27 +123,8 @@ async function createAccount(env) {
 }
 
 async function startServer(env) {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const server = spawn(process.execPath, serveArgs(ROOT), {
-    env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  try {
-    await waitReady(url);
-  } catch (error) {
-    server.kill('SIGTERM');
-    throw error;
-  }
-  return {
-    url,
-    pid: server.pid,
-    peakRssMb: () => peakRssMb(server.pid),
-    stop: () => {
-      server.kill('SIGTERM');
-      return new Promise((r) => server.on('exit', r));
-    },
-  };
+  const server = await startProcess(ROOT, env);
+  return { ...server, peakRssMb: () => peakRssMb(server.pid) };
 }
 
 /** The comparison workload, then the Synthea import and mix, on one fresh database. */

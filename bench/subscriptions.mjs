@@ -20,7 +20,7 @@
 //   --quick: 50 subscriptions, 200 writes per phase, 400 notifications, 20 light-load writes (a smoke run).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; the schema
 // "bench_subscriptions" is recreated in it).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -30,7 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { freePort, run, serveArgs, waitReady } from './processes.mjs';
+import { freePort, postgresPid, run, startServer } from './processes.mjs';
 import { calibrate } from './targets.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -98,17 +98,6 @@ function cpuMs(pid, withChildren = false) {
     return (Number(fields[11]) + Number(fields[12]) + children) * TICK_MS;
   } catch {
     return 0;
-  }
-}
-
-/** The PostgreSQL postmaster's pid (run.mjs does the same), or undefined where it cannot be read. */
-function postgresPid() {
-  try {
-    const dir = '/var/run/postgresql';
-    const file = readdirSync(dir).find((f) => f.endsWith('.pid'));
-    return file ? readFileSync(join(dir, file), 'utf8').split('\n')[0].trim() : undefined;
-  } catch {
-    return undefined;
   }
 }
 
@@ -240,29 +229,6 @@ async function openBacklog(backend, database) {
       queued: await count('subscription_notification'),
     }),
     close: () => client.end(),
-  };
-}
-
-async function startServer(env) {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, serveArgs(ROOT), {
-    env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  try {
-    await waitReady(url);
-  } catch (error) {
-    child.kill('SIGTERM');
-    throw error;
-  }
-  return {
-    url,
-    pid: child.pid,
-    stop: () => {
-      child.kill('SIGTERM');
-      return new Promise((resolve) => child.on('exit', resolve));
-    },
   };
 }
 
@@ -477,7 +443,7 @@ async function benchBackend(backend) {
     env,
     input: `${password}\n`,
   });
-  const server = await startServer(env);
+  const server = await startServer(ROOT, env);
   const pgPid = backend === 'postgres' ? postgresPid() : undefined;
   const backlog = await openBacklog(backend, database);
   const result = { backend };

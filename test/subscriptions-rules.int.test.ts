@@ -166,6 +166,7 @@ describe.each(BACKENDS)('Subscription rules on %s', (backend) => {
     const noObservations = await t.client('system/Subscription.cruds system/Patient.rs');
     const direct = await noObservations.create(restHook('Observation?code=x', '/hooks/x'));
     expect(direct.statusCode).toBe(403);
+    expect(direct.json<Json>().issue[0].diagnostics).toMatch(/Observation/);
     const chained = await (
       await t.client('system/Subscription.cruds system/Observation.rs')
     ).create(restHook('Observation?subject:Patient.name=secret', '/hooks/x'));

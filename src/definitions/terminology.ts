@@ -42,14 +42,18 @@ export interface Concept {
   concept?: Concept[];
 }
 
-export interface CodeSystemResource {
-  resourceType: 'CodeSystem';
+/** What CodeSystem and ValueSet share as canonical resources. */
+interface CanonicalResource {
   id?: string;
   url?: string;
   version?: string;
   name?: string;
   title?: string;
   status?: string;
+}
+
+export interface CodeSystemResource extends CanonicalResource {
+  resourceType: 'CodeSystem';
   content?: string;
   caseSensitive?: boolean;
   hierarchyMeaning?: string;
@@ -83,14 +87,8 @@ export interface ExpansionContains {
   contains?: ExpansionContains[];
 }
 
-export interface ValueSetResource {
+export interface ValueSetResource extends CanonicalResource {
   resourceType: 'ValueSet';
-  id?: string;
-  url?: string;
-  version?: string;
-  name?: string;
-  title?: string;
-  status?: string;
   compose?: { inactive?: boolean; include?: ConceptSetComponent[]; exclude?: ConceptSetComponent[] };
   expansion?: { contains?: ExpansionContains[]; total?: number };
 }

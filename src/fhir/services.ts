@@ -110,20 +110,10 @@ export interface SearchEngine {
    */
   checkCriteria(request: FhirRequest, type: string, query: string): void;
   /**
-   * Which of the resources `pks` (of `type`) match the criteria now, for the subscriber `request`: a
-   * bounded read probing each candidate by its primary key (a few index probes each); inside the
-   * transaction `executor` when given (it sees that transaction's writes).
-   */
-  matchesAmong(
-    request: FhirRequest,
-    type: string,
-    query: string,
-    pks: readonly number[],
-    executor?: SqlExecutor,
-  ): Promise<number[]>;
-  /**
-   * matchesAmong for many criteria on one type at once (subscriptions), in a few statements: for each item
-   * the pks it matches, or the AppError that refuses it (its plan, or its cost alone).
+   * Which of the resources `pks` (of `type`) match each item's criteria now, as that item's subscriber: each
+   * candidate probed by its primary key, up to 50 criteria per statement (bounded reads; inside the
+   * transaction `executor` when given, which sees that transaction's writes). For each item the pks it
+   * matches, or the AppError that refuses it (its plan, or its cost alone).
    */
   matchesAmongMany(
     items: readonly { readonly request: FhirRequest; readonly query: string }[],

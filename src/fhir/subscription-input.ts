@@ -8,10 +8,10 @@ import type { ValidationIssue } from '../validation/validate.js';
 import { requireAccess } from './access.js';
 import type { FhirRequest } from './services.js';
 
-export const SUBSCRIPTION_CHANNELS = ['rest-hook', 'websocket'] as const;
+const SUBSCRIPTION_CHANNELS = ['rest-hook', 'websocket'] as const;
 /** The one payload a rest-hook may ask for: the resource, PUT to the endpoint as a FHIR base. */
 export const SUBSCRIPTION_PAYLOAD = 'application/fhir+json';
-export const MAX_SUBSCRIPTION_HEADERS = 20;
+const MAX_SUBSCRIPTION_HEADERS = 20;
 const MAX_HEADER_LENGTH = 4096;
 const MAX_ENDPOINT_LENGTH = 2048;
 const MAX_CRITERIA_LENGTH = 4096;

@@ -13,7 +13,6 @@ import type { FhirServices } from '../fhir/services.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import type { DeliveryOutcome } from '../subscriptions/rest-hook.js';
 import { SubscriptionService } from '../subscriptions/service.js';
-import { MAX_SOCKETS } from '../subscriptions/websocket-hub.js';
 import { sendError } from './error-handler.js';
 
 export interface SubscriptionRoutesOptions {
@@ -67,12 +66,7 @@ export async function subscriptionRoutes(app: FastifyInstance, options: Subscrip
           'GET /fhir/$subscription-websocket is a websocket: connect with Upgrade: websocket, then send "bind <subscription id>"',
         ),
       ),
-    wsHandler: (socket, request) => {
-      if (subscriptions.hub.socketCount >= MAX_SOCKETS) {
-        socket.close(1013, 'too many websocket connections on this server process');
-        return;
-      }
-      subscriptions.hub.attach(socket, request.principal!);
-    },
+    // The hub refuses a socket past its bounds (per process, per account).
+    wsHandler: (socket, request) => subscriptions.hub.attach(socket, request.principal!),
   });
 }

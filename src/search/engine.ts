@@ -291,7 +291,8 @@ export class AmbientSearchEngine implements SearchEngine {
     this.planCriteria(request, type, query);
   }
 
-  async matchesAmong(
+  /** One subscriber's criteria alone, within its own budget (matchesAmongMany finds a too costly one with it). */
+  private async matchesAmong(
     request: FhirRequest,
     type: string,
     query: string,

@@ -17,7 +17,7 @@ import { setSubscriptionStatus, subscriberRequest, subscriptionsWhere } from './
 import type { SubscriberOf, SubscriptionRow } from './subscriptions.js';
 
 /** Writes matched per pass: one statement per subscription of their types covers them. */
-export const DISPATCH_BATCH = 500;
+const DISPATCH_BATCH = 500;
 /**
  * Versions of one resource, written again before they were matched, that a pass puts back in place
  * (each round one short write transaction running the criteria of the type's subscriptions); the writes
@@ -33,7 +33,7 @@ class CriteriaTimedOutError extends Error {}
 /** Requested subscriptions activated per pass. */
 const ACTIVATE_BATCH = 100;
 /** Websocket notifications older than this are dropped: only sockets bound when they were made get them. */
-export const WEBSOCKET_NOTIFICATION_TTL_MS = 60_000;
+const WEBSOCKET_NOTIFICATION_TTL_MS = 60_000;
 
 interface EventRow {
   seq: number | string;
@@ -137,12 +137,10 @@ export class Dispatcher {
       return 'This Subscription was written without an account (the import command): write it again through the API to activate it';
     }
     const principal = await this.options.subscriberOf(accountId, scopes);
-    if (!principal) return 'The account that wrote this Subscription is inactive or has no API access';
-    const request = subscriberRequest(this.services, principal);
     const type = subscription.resourceType;
-    if (!principal.canFhir('read', type) || !principal.canFhir('search', type)) {
-      return `The scopes of the token that wrote this Subscription no longer allow reading and searching ${type}`;
-    }
+    const withoutAccess = ownerRefusal(principal, type);
+    if (withoutAccess !== undefined) return withoutAccess;
+    const request = subscriberRequest(this.services, principal!);
     try {
       this.services.search.checkCriteria(request, type, subscription.criteria);
     } catch (error) {
@@ -338,6 +336,15 @@ export class Dispatcher {
 
 class RolledBack extends Error {}
 
+/** Why the owner (as of now) can no longer be told about `type`, or undefined when it can. */
+function ownerRefusal(principal: Principal | undefined, type: string): string | undefined {
+  if (!principal) return 'The account that wrote this Subscription is inactive or has no API access';
+  if (!principal.canFhir('read', type) || !principal.canFhir('search', type)) {
+    return `The scopes of the token that wrote this Subscription no longer allow reading and searching ${type}`;
+  }
+  return undefined;
+}
+
 async function versionContent(db: SqlExecutor, event: EventRow): Promise<string | null> {
   const [row] = await db.query<{ content: string | null }>(
     'SELECT content FROM resource_history WHERE pk = ? AND version = ?',
@@ -414,14 +421,9 @@ class BatchMatcher {
       const subscribers: { subscription: SubscriptionRow; principal: Principal }[] = [];
       for (const subscription of group) {
         const principal = await this.subscriberOf(subscription.accountId!, subscription.scopes ?? []);
-        if (!principal)
-          this.fail(subscription, 'The account that wrote this Subscription is inactive or has no API access');
-        else if (!principal.canFhir('read', type) || !principal.canFhir('search', type)) {
-          this.fail(
-            subscription,
-            `The scopes of the token that wrote this Subscription no longer allow reading and searching ${type}`,
-          );
-        } else subscribers.push({ subscription, principal });
+        const withoutAccess = ownerRefusal(principal, type);
+        if (withoutAccess !== undefined) this.fail(subscription, withoutAccess);
+        else subscribers.push({ subscription, principal: principal! });
       }
       const pks = [...new Set(candidates.map((e) => Number(e.pk)))];
       const items = subscribers.map(({ subscription, principal }) => ({

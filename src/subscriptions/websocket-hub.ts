@@ -19,10 +19,10 @@ export interface HubSocket {
   on(event: 'close' | 'pong', listener: () => void): this;
 }
 
-export const MAX_SOCKETS = 1000;
+const MAX_SOCKETS = 1000;
 /** One account cannot take every socket of a process. */
-export const MAX_SOCKETS_PER_ACCOUNT = 50;
-export const MAX_BINDINGS_PER_SOCKET = 20;
+const MAX_SOCKETS_PER_ACCOUNT = 50;
+const MAX_BINDINGS_PER_SOCKET = 20;
 /** Unsent bytes a socket may hold before its client counts as gone. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 const MAX_MESSAGE_CHARS = 200;
@@ -42,10 +42,6 @@ export class WebsocketHub {
   private cursor: number | undefined;
 
   constructor(private readonly db: SqlDatabase) {}
-
-  get socketCount(): number {
-    return this.sockets.size;
-  }
 
   attach(socket: HubSocket, principal: Principal): void {
     if (this.sockets.size >= MAX_SOCKETS) {

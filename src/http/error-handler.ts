@@ -8,6 +8,25 @@ import { FHIR_JSON, FHIR_XML } from './fhir-reply.js';
 /** Seconds a client is asked to wait after a 503 for a lost database connection (a failover takes a few). */
 const DATABASE_RETRY_AFTER_SECONDS = 2;
 
+/**
+ * The most of a refused body still on its way that is read and thrown away rather than the connection
+ * closed. Fastify closes the connection when a body parser fails, but a connection closed with request
+ * bytes unread is reset, and a reset can discard the answer before the client reads it: a client
+ * sending a body that is too large would see EPIPE instead of the 413. Reading the rest lets the answer
+ * arrive; past this many declared bytes (or a chunked body, whose end is unknown) the connection is
+ * still closed.
+ */
+const DRAINED_BODY_BYTES = 64 * 1024 * 1024;
+
+/** Keeps the connection open to read a refused body's rest, when its declared length is within the bound. */
+function drainInsteadOfClosing(request: FastifyRequest, reply: FastifyReply): void {
+  if (request.headers['transfer-encoding'] !== undefined) return;
+  const declared = Number(request.headers['content-length']);
+  if (declared > 0 && declared <= DRAINED_BODY_BYTES && reply.getHeader('connection') === 'close') {
+    reply.removeHeader('connection');
+  }
+}
+
 /** Fastify's own errors (body parsing, limits, routing) as catalog errors. */
 function fromFastifyError(error: FastifyError, request: FastifyRequest): AppError {
   switch (error.code) {
@@ -40,6 +59,7 @@ export function usesOAuthErrors(url: string): boolean {
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
   for (const [name, value] of Object.entries(error.options.headers ?? {})) reply.header(name, value);
   reply.code(error.status);
+  drainInsteadOfClosing(request, reply);
   if (usesOAuthErrors(request.url)) {
     return reply
       .type('application/json; charset=utf-8')

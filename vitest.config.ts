@@ -25,6 +25,7 @@ const PROCESS_PAIR_SUITES = [
   'test/fhir-binary.int.test.ts',
   'test/fhir-compartments.int.test.ts',
   'test/fhir-xml.int.test.ts',
+  'test/profiles.int.test.ts',
 ];
 
 export default defineConfig({

@@ -15,6 +15,7 @@ const BELOW_HTTP = [
   'export',
   'fhir',
   'import',
+  'profiles',
   'request-fhirpath',
   'scribe',
   'search',
@@ -29,14 +30,16 @@ const BELOW_HTTP = [
 const FORBIDDEN: readonly (readonly [string, string])[] = [
   ...BELOW_HTTP.flatMap((module) => [[module, 'http'] as const, [module, 'cli'] as const]),
   // The FHIR layer: below search, export, import and the scribe, which all write and read through it.
-  ...['search', 'export', 'import', 'scribe', 'subscriptions'].map((module) => ['fhir', module] as const),
+  ...['search', 'export', 'import', 'scribe', 'subscriptions', 'profiles'].map((module) => ['fhir', module] as const),
   // Storage knows SQL, not who asks or what for.
-  ...['auth', 'export', 'import', 'scribe', 'subscriptions', 'validation', 'request-fhirpath'].map(
+  ...['auth', 'export', 'import', 'scribe', 'subscriptions', 'validation', 'request-fhirpath', 'profiles'].map(
     (module) => ['storage', module] as const,
   ),
   // The R4 definitions and validation are pure: no database, no requests.
   ...['auth', 'fhir', 'search', 'storage', 'validation'].map((module) => ['definitions', module] as const),
-  ...['auth', 'search', 'storage', 'export', 'import', 'scribe'].map((module) => ['validation', module] as const),
+  ...['auth', 'search', 'storage', 'export', 'import', 'scribe', 'profiles'].map(
+    (module) => ['validation', module] as const,
+  ),
   ...['auth', 'export', 'import', 'scribe'].map((module) => ['search', module] as const),
   // The terminology engine computes from definitions and what it is handed (the stored ValueSets and
   // CodeSystems come through an interface the FHIR layer implements): no database, no requests.

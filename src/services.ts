@@ -9,6 +9,8 @@ import type { SqlDatabase } from './storage/sql/database.js';
 import { LinkWriter } from './storage/link-writer.js';
 import { SqlResourceStore } from './storage/sql-resource-store.js';
 import { SubscriptionIndexWriter } from './subscriptions/index-writer.js';
+import { ProfileIndexWriter } from './profiles/index-writer.js';
+import { StoredProfiles } from './profiles/profiles.js';
 import { WritePositions } from './storage/write-positions.js';
 import { validateResource } from './validation/validate.js';
 import { FHIR_ROUTES } from './fhir/router.js';
@@ -23,17 +25,24 @@ export function createFhirServices(
   searchOptions?: SearchEngineOptions,
 ): FhirServices & { readonly search: AmbientSearchEngine } {
   const search = new AmbientSearchEngine(db, definitions, config, searchOptions);
+  const store = new SqlResourceStore(
+    db,
+    [
+      search.indexWriter,
+      new LinkWriter(search.catalog.references),
+      new SubscriptionIndexWriter(),
+      new ProfileIndexWriter(),
+    ],
+    Date.now,
+    config.referentialIntegrity,
+  );
   return {
     config,
-    store: new SqlResourceStore(
-      db,
-      [search.indexWriter, new LinkWriter(search.catalog.references), new SubscriptionIndexWriter()],
-      Date.now,
-      config.referentialIntegrity,
-    ),
+    store,
     search,
     types: definitions,
     validate: (resource) => validateResource(resource, definitions, search.catalog.references),
+    profiles: new StoredProfiles(db, store, definitions, search.catalog.references),
     baseUrl: `${config.publicUrl}/fhir`,
     references: search.catalog.references,
     router: new FhirRouter(FHIR_ROUTES, (name) => definitions.isResourceType(name)),

@@ -9,10 +9,15 @@ import type { FhirRequest, FhirServices } from './services.js';
 /**
  * Checks a request body that should be a resource of `type`: 400 when it is not a JSON object of that
  * type (or carries another id than the URL's), then the R4 validation (401 by docs/api.md, or 400/422
- * with AMBIENT_FHIR_STANDARD_STATUS=1), then what its references may point at (access.ts). Nothing is
- * stored unless this returns.
+ * with AMBIENT_FHIR_STANDARD_STATUS=1), then the stored profiles its meta.profile names (the same status),
+ * then what its references may point at (access.ts). Nothing is stored unless this returns.
  */
-export function acceptResource(request: FhirRequest, type: string, body: unknown, expectedId?: string): FhirResource {
+export async function acceptResource(
+  request: FhirRequest,
+  type: string,
+  body: unknown,
+  expectedId?: string,
+): Promise<FhirResource> {
   const { services } = request;
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new AppError('invalid-json', 'The request body must be a JSON object holding a FHIR resource');
@@ -45,6 +50,8 @@ export function acceptResource(request: FhirRequest, type: string, body: unknown
   // data types because they are replaced, but their presence must not make the resource invalid.
   const issues = services.validate(resource).filter((issue) => issue.severity === 'error');
   if (issues.length > 0) throw invalidResourceError(services, type, issues);
+  const profileIssues = (await services.profiles.check(request, resource)).filter((i) => i.severity === 'error');
+  if (profileIssues.length > 0) throw invalidResourceError(services, type, profileIssues);
   requireKnowableReferences(request, resource as FhirResource, expectedId);
   if (type === 'Binary') requireBinaryContext(request, resource, 'write');
   if (type === 'Subscription') {

@@ -155,7 +155,8 @@ function read(request: FhirRequest, call: InteractionCall) {
 }
 
 function validate(request: FhirRequest, call: InteractionCall) {
-  return validateInteraction(request, knownType(request, call), call.body, call.params.id);
+  const profiles = new URLSearchParams(call.query).getAll('profile');
+  return validateInteraction(request, knownType(request, call), call.body, call.params.id, profiles);
 }
 
 function history(request: FhirRequest, call: InteractionCall) {
@@ -215,7 +216,10 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
     public: true,
     entry: { kind: 'capabilities', query: 'search' },
     handler: represented(
-      async (request) => ({ status: 200, body: capabilityStatement(request.services, VERSION, FHIR_ROUTES) }),
+      async (request) => ({
+        status: 200,
+        body: capabilityStatement(request.services, VERSION, FHIR_ROUTES, await request.services.profiles.supported()),
+      }),
       () => 'CapabilityStatement',
     ),
   },

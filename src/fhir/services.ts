@@ -21,6 +21,25 @@ export interface ResourceTypes extends ElementDefinitions {
   readonly compartments: readonly CompartmentRule[];
 }
 
+export interface ProfileCheckOptions {
+  /** Profiles to check besides those of meta.profile ($validate's `profile`). */
+  readonly explicit?: readonly string[];
+  /** Warn about what is not checked (an unknown profile, a value set the server cannot expand): $validate. */
+  readonly reportUnknown?: boolean;
+}
+
+/** Enforcement of the StructureDefinitions stored on the server (docs/validation.md, "Profiles"). */
+export interface ProfileChecker {
+  /** The issues of `resource` (already valid R4) against the stored profiles it names; an unknown one is skipped. */
+  check(
+    request: FhirRequest,
+    resource: Record<string, unknown>,
+    options?: ProfileCheckOptions,
+  ): Promise<ValidationIssue[]>;
+  /** The stored profiles' canonical urls and versions, and the type each constrains, for the CapabilityStatement. */
+  supported(): Promise<{ url: string; version?: string; type: string }[]>;
+}
+
 /** A search parameter as the CapabilityStatement lists it. */
 export interface CapabilitySearchParam {
   readonly name: string;
@@ -155,6 +174,8 @@ export interface FhirServices {
   readonly store: ResourceStore;
   readonly types: ResourceTypes;
   readonly validate: (resource: unknown) => ValidationIssue[];
+  /** The stored profiles (profiles/): what a resource's meta.profile, or $validate's `profile`, holds it to. */
+  readonly profiles: ProfileChecker;
   /**
    * Validates, ahead of their writes and in parallel where it can (the importer: on worker threads and its
    * own), the resources a transaction rewrote (its references resolved), so that `validate` answers them

@@ -178,7 +178,7 @@ function bracketNesting(expression: string): number {
 }
 
 /** A compiled request expression, evaluated against a resource under the request's budget. */
-export type RequestFhirPath = (root: unknown) => unknown[];
+export type RequestFhirPath = (root: unknown, variables?: Readonly<Record<string, unknown>>) => unknown[];
 
 /**
  * Parses and guards a request's FHIRPath. Throws 400 (`fhirpath-too-complex`, `fhirpath-unsupported`, or
@@ -200,9 +200,11 @@ export function compileRequestFhirPath(expression: string, budget: RequestFhirPa
     throw new AppError('bad-request', `Cannot parse the FHIRPath "${expression}": ${(error as Error).message}`);
   }
   guard(tree, budget, 0, expression);
-  return (root) => {
+  return (root, variables) => {
     try {
-      return evalFhirPathTyped(tree as unknown as FhirPathAtom, [toTypedValue(root)]).map((t) => t.value);
+      const typed: Record<string, TypedValue> = {};
+      for (const [name, value] of Object.entries(variables ?? {})) typed[`%${name}`] = toTypedValue(value);
+      return evalFhirPathTyped(tree as unknown as FhirPathAtom, [toTypedValue(root)], typed).map((t) => t.value);
     } catch (error) {
       // medplum wraps what a function throws in an Error whose cause it is.
       for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {

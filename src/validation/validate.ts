@@ -23,13 +23,15 @@ import {
 export interface ValidationIssue {
   severity: 'error' | 'warning';
   /** FHIR IssueType code (https://hl7.org/fhir/R4/valueset-issue-type.html). */
-  code: 'structure' | 'required' | 'value' | 'invariant' | 'code-invalid' | 'invalid';
+  code: 'structure' | 'required' | 'value' | 'invariant' | 'code-invalid' | 'invalid' | 'informational';
   /** FHIRPath-style location of the problem: `Patient.name[0].given[1]`. */
   expression: string;
   /** What rule was broken, for a human. */
   diagnostics: string;
   /** `base`: structure, cardinality, type, value set. `invariant`: a FHIRPath constraint. */
   rule: 'base' | 'invariant';
+  /** The profile (`url|version`) whose rule this is; absent for the base R4 rules. */
+  profile?: string;
 }
 
 type JsonObject = Record<string, unknown>;

@@ -89,15 +89,30 @@ export const BINARY_DOCUMENTATION =
 
 let cached: { key: string; json: string } | undefined;
 
-export function capabilityStatement(services: FhirServices, version: string, routes: readonly FhirRoute[]): string {
-  const key = `${services.baseUrl}|${version}|${services.config.referentialIntegrity}`;
+export type StoredProfile = Awaited<ReturnType<FhirServices['profiles']['supported']>>[number];
+
+export function capabilityStatement(
+  services: FhirServices,
+  version: string,
+  routes: readonly FhirRoute[],
+  profiles: readonly StoredProfile[],
+): string {
+  const key = `${services.baseUrl}|${version}|${services.config.referentialIntegrity}|${JSON.stringify(profiles)}`;
   if (cached?.key === key) return cached.json;
+  // The stored profiles of each type, as `url|version` (https://hl7.org/fhir/R4/capabilitystatement-definitions.html#CapabilityStatement.rest.resource.supportedProfile).
+  const profilesOf = new Map<string, string[]>();
+  for (const p of profiles) {
+    const list = profilesOf.get(p.type) ?? [];
+    list.push(p.version === undefined ? p.url : `${p.url}|${p.version}`);
+    profilesOf.set(p.type, list);
+  }
   const served = routeCapabilities(routes);
   const resource = services.types.resourceTypes.map((type) => {
     const includes = services.search.capabilityIncludes(type);
     return {
       type,
       profile: `http://hl7.org/fhir/StructureDefinition/${type}`,
+      ...(profilesOf.has(type) ? { supportedProfile: profilesOf.get(type) } : {}),
       ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
       interaction: served.typeInteractions.map((code) => ({ code })),
       versioning: 'versioned-update',

@@ -28,7 +28,7 @@ export async function conditionalUpdateInteraction(
       const id = await soleMatch(request, tx, type, criteria, 'The criteria');
       if (id === undefined) {
         requireAccess(request, 'create', type);
-        const resource = acceptResource(request, type, body);
+        const resource = await acceptResource(request, type, body);
         if (bodyId === undefined) return writeResponse(request, (await store.create(resource)).stored, 201);
         // No match and an id in the body: an update-as-create with that id, but never an update of another
         // resource the criteria did not match (R5 http.html#cond-update states it: 409; HAPI refuses it too, HAPI-0825).
@@ -46,7 +46,7 @@ export async function conditionalUpdateInteraction(
         throw new AppError('id-mismatch', `The body's id ${bodyId} differs from the matching resource ${type}/${id}`);
       }
       if (type === 'Binary') await requireBinaryChangeable(request, store, id);
-      const resource = acceptResource(request, type, { ...(body as object), id }, id);
+      const resource = await acceptResource(request, type, { ...(body as object), id }, id);
       const { stored } = await store.update({ ...resource, id }, { ifMatch });
       return writeResponse(request, stored, 200);
     }),

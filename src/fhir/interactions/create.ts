@@ -21,7 +21,7 @@ export async function createInteraction(
 ): Promise<FhirResponse> {
   requireAccess(request, 'create', type);
   // The server assigns the id: whatever id the client sent is ignored (docs/api.md).
-  const resource = acceptResource(request, type, body);
+  const resource = await acceptResource(request, type, body);
   const { store } = request.services;
   if (options.ifNoneExist === undefined) {
     const { stored } = await store.create(resource, { id: options.id });

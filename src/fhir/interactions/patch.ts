@@ -72,7 +72,7 @@ export async function patchStored(
       throw new AppError('patch-failed', 'A patch must not change the resource type or id');
     }
     assertWithinBodyLimits(patched, maxBodyBytes);
-    const resource = acceptResource(request, type, patched, id);
+    const resource = await acceptResource(request, type, patched, id);
     const { stored } = await store.update({ ...resource, id }, { ifMatch: current.versionId });
     return writeResponse(request, stored, 200);
   } catch (error) {

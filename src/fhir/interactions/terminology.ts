@@ -185,7 +185,7 @@ function findingPrincipal(principal: Principal, type: TerminologyType): Principa
  * The stored ValueSets and CodeSystems with a url, searched by `url` as the caller: a type the caller may
  * neither read nor search is not looked into (the R4 ones still answer). Each url once per request.
  */
-function storedTerminology(request: FhirRequest): StoredTerminology {
+export function storedTerminology(request: FhirRequest): StoredTerminology {
   const cache = new Map<string, Promise<unknown[]>>();
   const find = (type: TerminologyType, url: string): Promise<unknown[]> => {
     if (!ANY_READ.some((action) => request.principal.canFhir(action, type))) return Promise.resolve([]);

@@ -18,7 +18,7 @@ export async function updateInteraction(
 ): Promise<FhirResponse> {
   requireAccess(request, 'update', type);
   assertValidId(id);
-  const resource = acceptResource(request, type, body, id);
+  const resource = await acceptResource(request, type, body, id);
   // Update-as-create: a PUT to an id that does not exist yet (or was deleted) creates it with that id
   // (201). That is a create, so it needs `c` (SMART v2). Whether it creates is known only once the
   // store has locked the row, so the check comes after the write, inside its transaction: a refusal

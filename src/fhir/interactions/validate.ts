@@ -7,11 +7,14 @@ import type { FhirRequest } from '../services.js';
 
 interface ParametersLike {
   resourceType: 'Parameters';
-  parameter?: { name?: string; resource?: unknown; valueCode?: string }[];
+  parameter?: { name?: string; resource?: unknown; valueCode?: string; valueUri?: unknown; valueCanonical?: unknown }[];
 }
 
-/** The resource to check: the body itself, or the `resource` parameter of a Parameters body. */
-function resourceToValidate(body: unknown, type: string): { resource: unknown; mode?: string } {
+/**
+ * The resource to check: the body itself, or the `resource` parameter of a Parameters body, with its
+ * `mode` and `profile` parameters.
+ */
+function resourceToValidate(body: unknown, type: string): { resource: unknown; mode?: string; profiles: string[] } {
   if (
     body &&
     typeof body === 'object' &&
@@ -34,9 +37,18 @@ function resourceToValidate(body: unknown, type: string): { resource: unknown; m
     });
     const mode = parameters.find((p) => p.name === 'mode')?.valueCode;
     const resource = parameters.find((p) => p.name === 'resource')?.resource;
-    return { resource, mode };
+    const profiles = parameters
+      .filter((p) => p.name === 'profile')
+      .map((p, i) => {
+        const value = p.valueCanonical ?? p.valueUri;
+        if (typeof value !== 'string') {
+          throw new AppError('bad-request', `The profile parameter (${i + 1}) must be a valueCanonical or valueUri`);
+        }
+        return value;
+      });
+    return { resource, mode, profiles };
   }
-  return { resource: body };
+  return { resource: body, profiles: [] };
 }
 
 /** Validates without storing anything: 200 with an OperationOutcome listing every issue (or "all OK"). */
@@ -45,10 +57,11 @@ export async function validateInteraction(
   type: string,
   body: unknown,
   id?: string,
+  queryProfiles: readonly string[] = [],
 ): Promise<FhirResponse> {
   requireAccess(request, 'read', type);
   if (id !== undefined) assertValidId(id);
-  const { resource, mode } = resourceToValidate(body, type);
+  const { resource, mode, profiles } = resourceToValidate(body, type);
   if (mode === 'delete') {
     if (id === undefined)
       throw new AppError(
@@ -76,7 +89,15 @@ export async function validateInteraction(
       `The resource's type (${JSON.stringify(actualType ?? null)}) is not ${type}`,
     );
   }
-  const issues = request.services.validate(resource).map((issue) => ({
+  const baseIssues = request.services.validate(resource);
+  // The profiles once the resource is valid R4: their checks take its shape for granted.
+  const profileIssues = baseIssues.some((issue) => issue.severity === 'error')
+    ? []
+    : await request.services.profiles.check(request, resource as Record<string, unknown>, {
+        explicit: [...queryProfiles, ...profiles],
+        reportUnknown: true,
+      });
+  const issues = [...baseIssues, ...profileIssues].map((issue) => ({
     severity: issue.severity,
     code: issue.code,
     diagnostics: issue.diagnostics,

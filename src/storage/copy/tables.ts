@@ -56,6 +56,7 @@ export const COPIED_TABLES: readonly CopiedTable[] = [
   { name: 'scribe_job', key: ['id'], long: ['progress', 'last_error'], identity: 'id' },
   // After resource_history: the trigger that records writes for subscriptions sees none while it is copied.
   { name: 'subscription', key: ['pk'], long: ['criteria', 'endpoint', 'headers', 'scopes'] },
+  { name: 'profile', key: ['pk'], long: ['url', 'version', 'type'] },
 ];
 
 /** The tables left out, each with what the operator should know. */

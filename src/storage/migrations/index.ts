@@ -12,6 +12,7 @@ import { indexKeysMigration } from './011-index-keys.js';
 import { tokenGenerationMigration } from './012-token-generation.js';
 import { asyncRequestsMigration } from './013-async-requests.js';
 import { subscriptionsMigration } from './014-subscriptions.js';
+import { profilesMigration } from './015-profiles.js';
 import type { Migration } from './migration.js';
 
 /** Every migration, in version order. Add new ones at the end; never change a shipped one. */
@@ -30,4 +31,5 @@ export const MIGRATIONS: readonly Migration[] = [
   tokenGenerationMigration,
   asyncRequestsMigration,
   subscriptionsMigration,
+  profilesMigration,
 ];

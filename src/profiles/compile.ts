@@ -1,0 +1,260 @@
+// A profile's elements (elements.ts) compiled into the tree the checker walks (conformance.ts): one node
+// per element id, children by element name, slices under their sliced element. Invariants are compiled
+// once here, under the request FHIRPath guard (request-fhirpath.ts): a profile's expressions come from
+// whoever stored it, so they run with the same limits as a request's. An invariant the guard refuses is
+// kept as skipped, with the reason, and $validate reports it.
+import type { R4Registry } from '../definitions/registry.js';
+import { AppError } from '../errors.js';
+import {
+  compileRequestFhirPath,
+  RequestFhirPathBudget,
+  type RequestFhirPath,
+} from '../request-fhirpath/request-fhirpath.js';
+import type { Discriminator, ProfileElement, ProfileType, Slicing } from './elements.js';
+
+export interface CompiledInvariant {
+  key: string;
+  human: string;
+  severity: 'error' | 'warning';
+  run: RequestFhirPath;
+}
+
+export interface ElementNode {
+  /** The element's id in the profile (`Observation.component:systolic.code`), named in issues. */
+  id: string;
+  /** The element's name in its parent: `code`, `value[x]`. */
+  name: string;
+  sliceName?: string;
+  /** A slice a differential made by naming a choice's type (`valueQuantity` for `value[x]`). */
+  renamed?: true;
+  min?: number;
+  max?: number;
+  types?: ProfileType[];
+  fixed?: unknown;
+  pattern?: unknown;
+  requiredBinding?: string;
+  invariants: CompiledInvariant[];
+  children: Map<string, ElementNode>;
+  slicing?: Slicing;
+  slices: ElementNode[];
+}
+
+export interface CompiledProfile {
+  url: string;
+  version?: string;
+  /** The type it constrains (`Patient`, or a data type such as `Extension`). */
+  type: string;
+  root: ElementNode;
+  /** The profiles and target profiles its types name, to resolve before a check. */
+  typeProfiles: string[];
+  /** Invariants not checked, with the reason. */
+  skipped: { key: string; element: string; reason: string }[];
+  /** Elements counted, for the cache's bound on memory. */
+  size: number;
+}
+
+/**
+ * The budget the compiled invariants charge: set to the checking request's own before they run, since a
+ * compiled profile is shared by every request that checks against it.
+ */
+export class InvariantBudget extends RequestFhirPathBudget {
+  current: RequestFhirPathBudget = new RequestFhirPathBudget();
+
+  override spend(steps: number): void {
+    this.current.spend(steps);
+  }
+
+  override spendChars(chars: number): void {
+    this.current.spendChars(chars);
+  }
+}
+
+function node(id: string, name: string, sliceName?: string): ElementNode {
+  return { id, name, ...(sliceName ? { sliceName } : {}), invariants: [], children: new Map(), slices: [] };
+}
+
+/** `value[x]` for `valueQuantity` when the base type's element is a choice (a differential may name the type). */
+function choiceName(registry: R4Registry, type: string, parentPath: string, name: string): string | undefined {
+  const match = /^([a-z][A-Za-z0-9]*?)([A-Z][A-Za-z0-9]*)$/.exec(name);
+  if (!match) return undefined;
+  for (let cut = name.length - 1; cut > 0; cut--) {
+    if (!/[A-Z]/.test(name[cut])) continue;
+    const candidate = `${name.slice(0, cut)}[x]`;
+    const path = parentPath ? `${parentPath}.${candidate}` : candidate;
+    if (registry.element(type, path)?.choice) return candidate;
+  }
+  return undefined;
+}
+
+/** The type code a choice property's suffix names: `Quantity`, or `string` for `String`. */
+export function typeOfSuffix(registry: R4Registry, suffix: string): string {
+  const lower = suffix[0].toLowerCase() + suffix.slice(1);
+  return registry.primitiveType(lower) ? lower : suffix;
+}
+
+export function compileProfile(
+  registry: R4Registry,
+  profile: { url: string; version?: string; type: string },
+  elements: readonly ProfileElement[],
+  budget: InvariantBudget,
+): CompiledProfile {
+  const root = node(profile.type, profile.type);
+  const skipped: CompiledProfile['skipped'] = [];
+  const byId = new Map<string, ElementNode>([[profile.type, root]]);
+  const typeProfiles = new Set<string>();
+  for (const element of elements) {
+    if (addsNothing(registry, profile.type, element)) continue;
+    for (const t of element.type ?? [])
+      for (const url of [...(t.profile ?? []), ...(t.targetProfile ?? [])]) typeProfiles.add(url);
+    const target = placeOf(registry, profile.type, element, byId, root);
+    apply(target, element, budget, skipped, registry, profile.type);
+  }
+  restrictRenamedChoices(root);
+  return {
+    url: profile.url,
+    ...(profile.version !== undefined ? { version: profile.version } : {}),
+    type: profile.type,
+    root,
+    typeProfiles: [...typeProfiles],
+    skipped,
+    size: elements.length,
+  };
+}
+
+/** The node of an element id, made (with its ancestors) where missing. */
+function placeOf(
+  registry: R4Registry,
+  type: string,
+  element: ProfileElement,
+  byId: Map<string, ElementNode>,
+  root: ElementNode,
+): ElementNode {
+  const existing = byId.get(element.id);
+  if (existing) return existing;
+  const segments = element.id.split('.');
+  let current = root;
+  let id = segments[0];
+  // The path without slice names, to ask the R4 definitions whether a name is a renamed choice.
+  let plainPath = '';
+  for (const segment of segments.slice(1)) {
+    const [rawName, sliceName] = segment.split(':');
+    let name = rawName;
+    let typeSlice: string | undefined;
+    const choice = rawName.endsWith('[x]') ? undefined : choiceName(registry, type, plainPath, rawName);
+    if (choice) {
+      // `valueQuantity`: the choice restricted to one type, a type slice of `value[x]`.
+      typeSlice = rawName;
+      name = choice;
+    }
+    plainPath = plainPath ? `${plainPath}.${name}` : name;
+    id = `${id}.${name}`;
+    let child = byId.get(id);
+    if (!child) {
+      child = node(id, name);
+      current.children.set(name, child);
+      byId.set(id, child);
+    }
+    current = child;
+    const slice = sliceName ?? typeSlice;
+    if (slice !== undefined) {
+      id = `${id}:${slice}`;
+      let sliceNode = byId.get(id);
+      if (!sliceNode) {
+        sliceNode = node(id, name, slice);
+        if (typeSlice && !sliceName) {
+          sliceNode.types = [{ code: typeOfSuffix(registry, typeSlice.slice(name.length - 3)) }];
+          sliceNode.renamed = true;
+        }
+        current.slices.push(sliceNode);
+        byId.set(id, sliceNode);
+      }
+      current = sliceNode;
+    }
+  }
+  return current;
+}
+
+function apply(
+  target: ElementNode,
+  element: ProfileElement,
+  budget: InvariantBudget,
+  skipped: CompiledProfile['skipped'],
+  registry: R4Registry,
+  type: string,
+): void {
+  if (element.min !== undefined) target.min = element.min;
+  if (element.max !== undefined) target.max = element.max === '*' ? Number.POSITIVE_INFINITY : Number(element.max);
+  if (element.type && element.type.length > 0) target.types = element.type;
+  if (element.fixed) target.fixed = element.fixed.value;
+  if (element.pattern) target.pattern = element.pattern.value;
+  if (element.requiredBinding) target.requiredBinding = element.requiredBinding;
+  if (element.slicing) target.slicing = element.slicing;
+  for (const constraint of element.constraint ?? []) {
+    if (target.invariants.some((i) => i.key === constraint.key)) continue;
+    // The base R4 invariants (ele-1, dom-2...) are the base validation's: a snapshot repeats them everywhere.
+    if (isBaseInvariant(registry, type, element.path, constraint.key)) continue;
+    if (!constraint.expression) {
+      skipped.push({ key: constraint.key, element: element.id, reason: 'it has no FHIRPath expression' });
+      continue;
+    }
+    try {
+      const run = compileRequestFhirPath(constraint.expression, budget);
+      target.invariants.push({ key: constraint.key, human: constraint.human, severity: constraint.severity, run });
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      skipped.push({ key: constraint.key, element: element.id, reason: error.message });
+    }
+  }
+}
+
+/**
+ * A choice whose types a differential names (`valueQuantity`) allows those types only, told apart by
+ * type, as the snapshot generator writes it (`value[x]` typed Quantity, sliced by type on $this, closed).
+ */
+function restrictRenamedChoices(node: ElementNode): void {
+  const renamed = node.slices.filter((s) => s.renamed).map((s) => s.types![0].code);
+  if (renamed.length > 0) {
+    node.types = node.types ? node.types.filter((t) => renamed.includes(t.code)) : renamed.map((code) => ({ code }));
+    node.slicing ??= { discriminator: [{ type: 'type', path: '$this' }], ordered: false, rules: 'closed' };
+  }
+  for (const child of node.children.values()) restrictRenamedChoices(child);
+  for (const slice of node.slices) restrictRenamedChoices(slice);
+}
+
+/**
+ * A snapshot repeats every element of the base: one that narrows nothing R4 states is left to the base
+ * validation, so the walk visits only what the profile adds.
+ */
+function addsNothing(registry: R4Registry, type: string, element: ProfileElement): boolean {
+  if (element.sliceName || element.slicing || element.fixed || element.pattern) return false;
+  if (element.id !== element.path) return false; // inside a slice
+  if (element.path === type)
+    return (element.constraint ?? []).every((c) => isBaseInvariant(registry, type, type, c.key));
+  const base = registry.element(type, element.path.slice(type.length + 1));
+  if (!base) return false;
+  if (element.min !== undefined && element.min !== (base.min ?? 0)) return false;
+  if (element.max !== undefined && element.max !== String(base.max ?? 1)) return false;
+  if (element.requiredBinding && element.requiredBinding.split('|')[0] !== base.binding) return false;
+  if ((element.constraint ?? []).some((c) => !isBaseInvariant(registry, type, element.path, c.key))) return false;
+  const baseTypes = base.types ?? [];
+  if (element.type && element.type.length !== baseTypes.length) return false;
+  return (element.type ?? []).every(
+    (t) =>
+      (t.profile ?? []).every((url) => url === `http://hl7.org/fhir/StructureDefinition/${t.code}`) &&
+      (t.targetProfile ?? []).every((url) => {
+        const target = url.replace('http://hl7.org/fhir/StructureDefinition/', '');
+        const allowed = baseTypes.find((b) => b.code === t.code)?.targets ?? [];
+        return allowed.includes(target) || allowed.includes('Resource');
+      }),
+  );
+}
+
+/** Invariant keys of the R4 base spec: ele-1, dom-*, ext-1 and the ones of each type and element. */
+function isBaseInvariant(registry: R4Registry, type: string, path: string, key: string): boolean {
+  if (/^(ele|dom|ext|ref|txt|qty|per|sqty|inv|ide|cpt|att|ctr)-\d+$/.test(key)) return true;
+  const relative = path === type ? undefined : path.slice(type.length + 1);
+  const rule = relative === undefined ? registry.type(type) : registry.element(type, relative);
+  return rule?.constraints?.some((c) => c.key === key) ?? false;
+}
+
+export type { Discriminator };

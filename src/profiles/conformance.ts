@@ -1,0 +1,380 @@
+// Checks a resource (or a data type value) against a compiled profile (compile.ts): cardinality, types,
+// reference targets, fixed and pattern values, slicing, invariants, and the codes of required bindings
+// (collected here, decided by the terminology engine afterwards: profiles.ts). It runs after the base R4
+// validation, so it can take the instance's shape for granted (arrays where R4 allows many, objects for
+// complex types) and only adds what the profile narrows.
+import type { R4Registry } from '../definitions/registry.js';
+import type { ReferenceParser } from '../fhir/references.js';
+import type { RequestFhirPathBudget } from '../request-fhirpath/request-fhirpath.js';
+import type { ValidationIssue } from '../validation/validate.js';
+import { typeOfSuffix, type CompiledProfile, type ElementNode, type InvariantBudget } from './compile.js';
+import type { Discriminator } from './elements.js';
+
+type JsonObject = Record<string, unknown>;
+
+/** One value of an element in the instance, with the type its JSON name gives it (for a choice). */
+interface Item {
+  value: unknown;
+  /** The JSON property: `valueQuantity`, `name`. */
+  jsonName: string;
+  /** The type a choice property names; undefined for other elements. */
+  type?: string;
+}
+
+/** A code to look up in a required binding's value set once the walk is over. */
+export interface PendingBinding {
+  valueSet: string;
+  /** The codings of a Coding or CodeableConcept, or a code alone. */
+  codings: { system?: string; code: string }[];
+  expression: string;
+  element: string;
+}
+
+/** Resolves the profiles a type names (a slice's or an extension's), for `profile` discriminators and checks. */
+export type ProfileLookup = (url: string) => CompiledProfile | undefined;
+
+const isObject = (value: unknown): value is JsonObject =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Profiles checked inside one another (an extension's own profile inside a resource's) at most this deep. */
+const MAX_NESTED_PROFILES = 4;
+
+export class ProfileWalk {
+  readonly issues: ValidationIssue[] = [];
+  readonly bindings: PendingBinding[] = [];
+  private resource: unknown;
+
+  constructor(
+    private readonly registry: R4Registry,
+    private readonly references: ReferenceParser,
+    private readonly lookup: ProfileLookup,
+    private readonly budget: InvariantBudget,
+    private readonly requestBudget: RequestFhirPathBudget,
+  ) {}
+
+  /** Checks `value` (at `path`) against `profile`; the issues name the profile. */
+  check(profile: CompiledProfile, value: unknown, path: string, depth = 0): void {
+    if (depth === 0) this.resource = value;
+    const label = profile.version ? `${profile.url}|${profile.version}` : profile.url;
+    this.item(new Context(profile, label, depth), profile.root, { value, jsonName: path }, path);
+  }
+
+  /** The children of `node` in one object of the instance. */
+  private object(ctx: Context, node: ElementNode, value: JsonObject, path: string): void {
+    for (const child of node.children.values()) this.element(ctx, child, value, `${path}.${child.name}`, path);
+  }
+
+  private element(ctx: Context, node: ElementNode, owner: JsonObject, fallbackPath: string, ownerPath: string) {
+    const items = this.itemsOf(owner, node.name);
+    const itemPath = (item: Item, i: number, count: number) =>
+      `${ownerPath}.${item.jsonName}${count > 1 || Array.isArray(owner[item.jsonName]) ? `[${i}]` : ''}`;
+    this.cardinality(ctx, node, items.length, items.length ? `${ownerPath}.${items[0].jsonName}` : fallbackPath);
+    const paths = items.map((item, i) => itemPath(item, i, items.length));
+    items.forEach((item, i) => this.item(ctx, node, item, paths[i]));
+    if (node.slices.length > 0) this.slices(ctx, node, items, paths, fallbackPath);
+  }
+
+  private cardinality(ctx: Context, node: ElementNode, count: number, path: string): void {
+    if (node.min !== undefined && count < node.min) {
+      this.add(ctx, node, 'required', path, `minimum cardinality ${node.min}, found ${count}`);
+    }
+    if (node.max !== undefined && count > node.max) {
+      this.add(ctx, node, 'structure', path, `maximum cardinality ${node.max}, found ${count}`);
+    }
+  }
+
+  /** Every rule of `node` on one value of it. */
+  private item(ctx: Context, node: ElementNode, item: Item, path: string): void {
+    const { value } = item;
+    if (node.types && item.type !== undefined && !node.types.some((t) => t.code === item.type)) {
+      const allowed = node.types.map((t) => t.code).join(', ');
+      this.add(ctx, node, 'structure', path, `type ${item.type} is not allowed here: ${allowed}`);
+      return;
+    }
+    if (node.fixed !== undefined && !deepEqual(value, node.fixed)) {
+      this.add(ctx, node, 'value', path, `must be exactly ${preview(node.fixed)}`);
+    }
+    if (node.pattern !== undefined && !matchesPattern(value, node.pattern)) {
+      this.add(ctx, node, 'value', path, `must match the pattern ${preview(node.pattern)}`);
+    }
+    if (node.requiredBinding) this.binding(ctx, node, value, path);
+    if (node.types && isObject(value)) this.typeProfiles(ctx, node, item, value, path);
+    for (const invariant of node.invariants) {
+      if (!this.invariantHolds(invariant.run, value)) {
+        this.issues.push({
+          severity: invariant.severity,
+          code: 'invariant',
+          expression: path,
+          diagnostics: `${path}: constraint ${invariant.key} failed: ${invariant.human} (profile ${ctx.label}, element ${node.id})`,
+          rule: 'invariant',
+          profile: ctx.label,
+        });
+      }
+    }
+    if (isObject(value)) this.object(ctx, node, value, path);
+  }
+
+  private invariantHolds(run: (root: unknown, variables?: Record<string, unknown>) => unknown[], value: unknown) {
+    this.budget.current = this.requestBudget;
+    const result = run(value, { resource: this.resource, rootResource: this.resource });
+    // As for the base invariants: only `false` fails; empty means FHIRPath could not decide.
+    return !(result.length === 1 && result[0] === false);
+  }
+
+  /** Reference targets, and the profiles of data types and extensions that the server holds. */
+  private typeProfiles(ctx: Context, node: ElementNode, item: Item, value: JsonObject, path: string): void {
+    const type = item.type ?? (node.types!.length === 1 ? node.types![0].code : undefined);
+    const declared = node.types!.find((t) => t.code === type);
+    if (!declared) return;
+    if (type === 'Reference' && declared.targetProfile?.length && typeof value.reference === 'string') {
+      const local = this.references.local(value.reference);
+      if (local) {
+        const targets = declared.targetProfile.map((url) => this.targetType(url)).filter((t) => t !== undefined);
+        if (targets.length && !targets.includes(local.type) && !targets.includes('Resource')) {
+          this.add(ctx, node, 'structure', `${path}.reference`, `must refer to a ${targets.join(' or ')}`);
+        }
+      }
+    }
+    for (const url of declared.profile ?? []) {
+      const nested = this.lookup(url);
+      if (!nested || ctx.depth + 1 > MAX_NESTED_PROFILES) continue;
+      this.check(nested, value, path, ctx.depth + 1);
+    }
+  }
+
+  /** The resource type a target profile constrains: an R4 type's own url, or a profile the server holds. */
+  private targetType(url: string): string | undefined {
+    const r4 = /^http:\/\/hl7\.org\/fhir\/StructureDefinition\/([A-Za-z]+)$/.exec(url);
+    if (r4 && this.registry.isResourceType(r4[1])) return r4[1];
+    return this.lookup(url)?.type;
+  }
+
+  private binding(ctx: Context, node: ElementNode, value: unknown, path: string): void {
+    const codings: PendingBinding['codings'] = [];
+    if (typeof value === 'string') codings.push({ code: value });
+    else if (isObject(value) && typeof value.code === 'string') {
+      codings.push({ ...(typeof value.system === 'string' ? { system: value.system } : {}), code: value.code });
+    } else if (isObject(value) && Array.isArray(value.coding)) {
+      for (const c of value.coding) {
+        if (isObject(c) && typeof c.code === 'string') {
+          codings.push({ ...(typeof c.system === 'string' ? { system: c.system } : {}), code: c.code });
+        }
+      }
+    }
+    if (codings.length === 0) {
+      if (isObject(value) && !Array.isArray(value.coding)) return; // text only: nothing coded to check
+    }
+    this.bindings.push({
+      valueSet: node.requiredBinding!,
+      codings,
+      expression: path,
+      element: `${ctx.label}|${node.id}`,
+    });
+  }
+
+  /** Slicing: which slice each value belongs to, the slices' cardinalities, closed and ordered slicing. */
+  private slices(ctx: Context, node: ElementNode, items: Item[], paths: string[], fallbackPath: string): void {
+    const slicing = node.slicing;
+    if (!slicing || slicing.discriminator.length === 0) {
+      // Slices without a discriminator cannot be told apart: only the element's own rules apply.
+      return;
+    }
+    const unsupported = slicing.discriminator.find((d) => !supportedPath(d.path));
+    if (unsupported) {
+      this.issues.push({
+        severity: 'warning',
+        code: 'informational' as ValidationIssue['code'],
+        expression: fallbackPath,
+        diagnostics: `${fallbackPath}: slicing by ${unsupported.path} is not checked (profile ${ctx.label}, element ${node.id})`,
+        rule: 'base',
+        profile: ctx.label,
+      });
+      return;
+    }
+    const counts = new Map<ElementNode, number>(node.slices.map((s) => [s, 0]));
+    let lastSlice = -1;
+    let unmatchedSeen = false;
+    items.forEach((item, i) => {
+      const index = node.slices.findIndex((slice) => this.inSlice(slice, item, slicing.discriminator));
+      if (index < 0) {
+        unmatchedSeen = true;
+        if (slicing.rules === 'closed') {
+          this.add(
+            ctx,
+            node,
+            'structure',
+            paths[i],
+            `matches none of the slices ${sliceNames(node)}, and the slicing is closed`,
+          );
+        }
+        return;
+      }
+      const slice = node.slices[index];
+      counts.set(slice, counts.get(slice)! + 1);
+      if (slicing.ordered && index < lastSlice) {
+        this.add(ctx, node, 'structure', paths[i], `slice ${slice.sliceName} is out of order (the slicing is ordered)`);
+      }
+      if (slicing.rules === 'openAtEnd' && unmatchedSeen) {
+        this.add(ctx, node, 'structure', paths[i], `slice ${slice.sliceName} must come before the values in no slice`);
+      }
+      lastSlice = Math.max(lastSlice, index);
+      this.item(ctx, slice, item, paths[i]);
+    });
+    for (const slice of node.slices) this.cardinality(ctx, slice, counts.get(slice)!, fallbackPath);
+  }
+
+  private inSlice(slice: ElementNode, item: Item, discriminators: readonly Discriminator[]): boolean {
+    return discriminators.every((d) => {
+      const target = d.path === '$this' ? slice : descend(slice, d.path);
+      const values = d.path === '$this' ? [item] : this.valuesAt(item.value, d.path);
+      switch (d.type) {
+        case 'value':
+        case 'pattern': {
+          const expected = target?.fixed ?? target?.pattern ?? extensionUrl(slice, d.path);
+          if (expected === undefined) return false;
+          return values.some((v) => matchesPattern(v.value, expected));
+        }
+        case 'exists': {
+          const mustExist = (target?.min ?? 0) > 0;
+          const mustNotExist = target?.max === 0;
+          if (!mustExist && !mustNotExist) return false;
+          return mustExist ? values.length > 0 : values.length === 0;
+        }
+        case 'type': {
+          const types = target?.types?.map((t) => t.code);
+          if (!types) return false;
+          return values.some((v) => types.includes(v.type ?? resourceTypeOf(v.value) ?? ''));
+        }
+        case 'profile': {
+          const urls = target?.types?.flatMap((t) => t.profile ?? []) ?? [];
+          return values.some((v) => urls.some((url) => this.conforms(url, v.value)));
+        }
+      }
+    });
+  }
+
+  /** Whether `value` conforms to the profile `url` (a profile discriminator): checked on a walk of its own. */
+  private conforms(url: string, value: unknown): boolean {
+    const profile = this.lookup(url);
+    if (!profile) return false;
+    const walk = new ProfileWalk(this.registry, this.references, this.lookup, this.budget, this.requestBudget);
+    walk.resource = this.resource;
+    walk.check(profile, value, profile.type, MAX_NESTED_PROFILES);
+    return !walk.issues.some((issue) => issue.severity === 'error');
+  }
+
+  /** The values of a dotted discriminator path below `value` (arrays flattened, choices by their prefix). */
+  private valuesAt(value: unknown, path: string): Item[] {
+    let current: Item[] = [{ value, jsonName: '' }];
+    for (const name of path.split('.')) {
+      const next: Item[] = [];
+      for (const item of current) if (isObject(item.value)) next.push(...this.itemsOf(item.value, name));
+      current = next;
+    }
+    return current;
+  }
+
+  /** The values of element `name` in `owner`: an array's items, a choice's one property. */
+  private itemsOf(owner: JsonObject, name: string): Item[] {
+    if (name.endsWith('[x]')) {
+      const prefix = name.slice(0, -3);
+      for (const key of Object.keys(owner)) {
+        const suffix = key.slice(prefix.length);
+        if (key.startsWith(prefix) && /^[A-Z]/.test(suffix)) {
+          const type = typeOfSuffix(this.registry, suffix);
+          return valuesOf(owner, key).map((value) => ({ value, jsonName: key, type }));
+        }
+      }
+      return [];
+    }
+    return valuesOf(owner, name).map((value) => ({ value, jsonName: name }));
+  }
+
+  private add(ctx: Context, node: ElementNode, code: ValidationIssue['code'], path: string, message: string): void {
+    this.issues.push({
+      severity: 'error',
+      code,
+      expression: path,
+      diagnostics: `${path}: ${message} (profile ${ctx.label}, element ${node.id})`,
+      rule: 'base',
+      profile: ctx.label,
+    });
+  }
+}
+
+class Context {
+  constructor(
+    readonly profile: CompiledProfile,
+    readonly label: string,
+    readonly depth: number,
+  ) {}
+}
+
+/** A value and its `_name` sibling count as one: a primitive carried by an extension alone is present. */
+function valuesOf(owner: JsonObject, key: string): unknown[] {
+  const value = owner[key] ?? owner[`_${key}`];
+  if (value === undefined || value === null) return [];
+  return Array.isArray(value) ? value.filter((v) => v !== null) : [value];
+}
+
+function descend(node: ElementNode, path: string): ElementNode | undefined {
+  let current: ElementNode | undefined = node;
+  for (const name of path.split('.')) {
+    current = current?.children.get(name) ?? current?.children.get(`${name}[x]`);
+    if (!current) return undefined;
+  }
+  return current;
+}
+
+/** An extension slice is told apart by its url, which its type's profile names. */
+function extensionUrl(slice: ElementNode, path: string): string | undefined {
+  if (path !== 'url') return undefined;
+  const type = slice.types?.find((t) => t.code === 'Extension');
+  return type?.profile?.[0];
+}
+
+/** Discriminator paths this checker follows: dotted element names (no resolve(), extension(), ofType()). */
+function supportedPath(path: string): boolean {
+  return path === '$this' || /^[A-Za-z][A-Za-z0-9]*(\[x\])?(\.[A-Za-z][A-Za-z0-9]*(\[x\])?)*$/.test(path);
+}
+
+function resourceTypeOf(value: unknown): string | undefined {
+  return isObject(value) && typeof value.resourceType === 'string' ? value.resourceType : undefined;
+}
+
+function sliceNames(node: ElementNode): string {
+  return node.slices.map((s) => s.sliceName).join(', ');
+}
+
+/** fixed[x]: the same value, nothing more and nothing less. */
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => deepEqual(v, b[i]));
+  }
+  if (!isObject(a) || !isObject(b)) return false;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => deepEqual(a[k], b[k]));
+}
+
+/**
+ * pattern[x] (https://hl7.org/fhir/R4/elementdefinition-definitions.html#ElementDefinition.pattern_x_): each
+ * element the pattern has, the value has with the same content; each item of a pattern's array matches
+ * some item of the value's.
+ */
+export function matchesPattern(value: unknown, pattern: unknown): boolean {
+  if (Array.isArray(pattern)) {
+    const values = Array.isArray(value) ? value : [value];
+    return pattern.every((p) => values.some((v) => matchesPattern(v, p)));
+  }
+  if (isObject(pattern)) {
+    if (!isObject(value)) return false;
+    return Object.entries(pattern).every(([key, p]) => value[key] !== undefined && matchesPattern(value[key], p));
+  }
+  return value === pattern;
+}
+
+function preview(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}

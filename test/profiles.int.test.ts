@@ -1,0 +1,472 @@
+// Profiles over HTTP on both databases (docs/validation.md, "Profiles"): StructureDefinitions stored
+// through the API and enforced on every create and update of a resource whose meta.profile names them
+// (cardinality, types, fixed and pattern values, required bindings through the terminology engine,
+// slicing, invariants), a differential merged over its base (R4, or a stored profile), $validate's
+// `profile`, supportedProfile, and a profile changed or deleted counting from the next write.
+import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS } from './support/databases.js';
+import { startTestApp } from './support/test-app.js';
+import type { TestApp } from './support/test-app.js';
+import type { FhirClient, Reply } from './support/fhir-client.js';
+
+const EXAMPLES = new URL('./fixtures/profiles/hl7-r4-examples/', import.meta.url);
+const example = (name: string) => JSON.parse(readFileSync(new URL(name, EXAMPLES), 'utf8')) as Record<string, any>;
+
+const SSN = 'http://hl7.org/fhir/sid/us-ssn';
+const LOINC = 'http://loinc.org';
+
+interface Outcome {
+  resourceType: string;
+  issue: { severity: string; code: string; diagnostics?: string; expression?: string[] }[];
+}
+
+/** A Patient profile written as a differential over R4's Patient. */
+function strictPatient(url: string, version = '1.0.0', genderValueSet?: string) {
+  return {
+    resourceType: 'StructureDefinition',
+    url,
+    version,
+    name: 'StrictPatient',
+    status: 'active',
+    kind: 'resource',
+    abstract: false,
+    type: 'Patient',
+    baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient',
+    derivation: 'constraint',
+    differential: {
+      element: [
+        {
+          id: 'Patient',
+          path: 'Patient',
+          constraint: [
+            {
+              key: 'sp-1',
+              severity: 'error',
+              human: 'A patient needs a family name',
+              expression: 'name.family.exists()',
+            },
+          ],
+        },
+        { id: 'Patient.identifier', path: 'Patient.identifier', min: 1 },
+        { id: 'Patient.identifier.system', path: 'Patient.identifier.system', min: 1, fixedUri: SSN },
+        { id: 'Patient.birthDate', path: 'Patient.birthDate', min: 1 },
+        ...(genderValueSet
+          ? [
+              {
+                id: 'Patient.gender',
+                path: 'Patient.gender',
+                binding: { strength: 'required', valueSet: genderValueSet },
+              },
+            ]
+          : []),
+      ],
+    },
+  };
+}
+
+/** A blood-pressure Observation profile: a pattern on code, component sliced by code (closed), Quantity values. */
+function pressureProfile(url: string) {
+  const codeSlice = (name: string, code: string) => [
+    { id: `Observation.component:${name}`, path: 'Observation.component', sliceName: name, min: 1, max: '1' },
+    {
+      id: `Observation.component:${name}.code`,
+      path: 'Observation.component.code',
+      patternCodeableConcept: { coding: [{ system: LOINC, code }] },
+    },
+  ];
+  return {
+    resourceType: 'StructureDefinition',
+    url,
+    name: 'Pressure',
+    status: 'active',
+    kind: 'resource',
+    abstract: false,
+    type: 'Observation',
+    baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation',
+    derivation: 'constraint',
+    differential: {
+      element: [
+        { id: 'Observation.status', path: 'Observation.status', fixedCode: 'final' },
+        {
+          id: 'Observation.code',
+          path: 'Observation.code',
+          patternCodeableConcept: { coding: [{ system: LOINC, code: '85354-9' }] },
+        },
+        {
+          id: 'Observation.component',
+          path: 'Observation.component',
+          min: 2,
+          slicing: { discriminator: [{ type: 'pattern', path: 'code' }], ordered: true, rules: 'closed' },
+        },
+        { id: 'Observation.component.value[x]', path: 'Observation.component.value[x]', type: [{ code: 'Quantity' }] },
+        ...codeSlice('systolic', '8480-6'),
+        ...codeSlice('diastolic', '8462-4'),
+      ],
+    },
+  };
+}
+
+const patient = (profile: string, extra: Record<string, unknown> = {}) => ({
+  resourceType: 'Patient',
+  meta: { profile: [profile] },
+  identifier: [{ system: SSN, value: '123-45-6789' }],
+  name: [{ family: 'Chalmers', given: ['Peter'] }],
+  birthDate: '1974-12-25',
+  gender: 'male',
+  ...extra,
+});
+
+const component = (code: string, value: unknown = { valueQuantity: { value: 120, unit: 'mmHg' } }) => ({
+  code: { coding: [{ system: LOINC, code }] },
+  ...(value as object),
+});
+
+const pressure = (profile: string, components: unknown[], extra: Record<string, unknown> = {}) => ({
+  resourceType: 'Observation',
+  meta: { profile: [profile] },
+  status: 'final',
+  code: { coding: [{ system: LOINC, code: '85354-9', display: 'Blood pressure panel' }], text: 'BP' },
+  subject: { display: 'someone' },
+  component: components,
+  ...extra,
+});
+
+describe.each(BACKENDS)('profiles on %s', (backend) => {
+  let t: TestApp;
+  let fhir: FhirClient;
+  const run = randomUUID().slice(0, 8);
+  const PATIENT = `http://example.org/fhir/StructureDefinition/strict-patient-${run}`;
+  const PRESSURE = `http://example.org/fhir/StructureDefinition/pressure-${run}`;
+  const DERIVED = `http://example.org/fhir/StructureDefinition/contactable-patient-${run}`;
+  const GENDERS = `http://example.org/fhir/ValueSet/two-genders-${run}`;
+  let patientProfileId: string;
+
+  /** Stores a resource and answers its id (201 expected). */
+  const store = async (resource: Record<string, unknown>) => {
+    const res = await fhir.post(`/fhir/${String(resource.resourceType)}`, resource);
+    expect(res.statusCode, res.body).toBe(201);
+    return res.json<{ id: string }>().id;
+  };
+
+  /** The write is refused with 401 (docs/api.md's invalid-resource) and an issue naming each `texts`. */
+  const expectRefused = (res: Reply, ...texts: string[]) => {
+    expect(res.statusCode, res.body).toBe(401);
+    const outcome = res.json<Outcome>();
+    expect(outcome.resourceType).toBe('OperationOutcome');
+    const diagnostics = outcome.issue.map((i) => i.diagnostics ?? '').join('\n');
+    for (const text of texts) expect(diagnostics).toContain(text);
+    return outcome;
+  };
+
+  beforeAll(async () => {
+    t = await startTestApp(backend);
+    fhir = await t.client();
+    await store({
+      resourceType: 'ValueSet',
+      url: GENDERS,
+      status: 'active',
+      compose: {
+        include: [
+          { system: 'http://hl7.org/fhir/administrative-gender', concept: [{ code: 'male' }, { code: 'female' }] },
+        ],
+      },
+    });
+    patientProfileId = await store(strictPatient(PATIENT, '1.0.0', GENDERS));
+    await store(pressureProfile(PRESSURE));
+  });
+  afterAll(async () => t?.close());
+
+  describe('a differential over R4', () => {
+    it('accepts a conforming Patient and reads it back', async () => {
+      const res = await fhir.post('/fhir/Patient', patient(PATIENT));
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json<{ meta: { profile: string[] } }>().meta.profile).toEqual([PATIENT]);
+    });
+
+    it('refuses a missing required element, naming the profile, the element and the rule', async () => {
+      const { birthDate: _, ...noBirthDate } = patient(PATIENT);
+      const outcome = expectRefused(await fhir.post('/fhir/Patient', noBirthDate), 'minimum cardinality 1, found 0');
+      const issue = outcome.issue.find((i) => i.diagnostics?.includes('birthDate'))!;
+      expect(issue.diagnostics).toContain(`profile ${PATIENT}|1.0.0`);
+      expect(issue.diagnostics).toContain('element Patient.birthDate');
+      expect(issue.code).toBe('required');
+      expect(issue.expression).toEqual(['Patient.birthDate']);
+    });
+
+    it('refuses a fixed value broken, and every issue at once', async () => {
+      const res = await fhir.post(
+        '/fhir/Patient',
+        patient(PATIENT, { identifier: [{ system: 'urn:other', value: '1' }], name: [{ given: ['Only'] }] }),
+      );
+      const outcome = expectRefused(res, `must be exactly "${SSN}"`, 'constraint sp-1 failed');
+      expect(outcome.issue.find((i) => i.diagnostics?.includes('must be exactly'))!.expression).toEqual([
+        'Patient.identifier[0].system',
+      ]);
+    });
+
+    it('checks a required binding with the terminology engine, against a stored ValueSet', async () => {
+      expectRefused(
+        await fhir.post('/fhir/Patient', patient(PATIENT, { gender: 'other' })),
+        `other is not in the required value set ${GENDERS}`,
+      );
+      expect((await fhir.post('/fhir/Patient', patient(PATIENT, { gender: 'female' }))).statusCode).toBe(201);
+    });
+
+    it('holds updates and PATCH to the profile too, and stores nothing refused', async () => {
+      const id = await store(patient(PATIENT));
+      const { birthDate: _, ...noBirthDate } = patient(PATIENT);
+      expectRefused(await fhir.put(`/fhir/Patient/${id}`, { ...noBirthDate, id }), 'Patient.birthDate');
+      const patch = await fhir.request(
+        'PATCH',
+        `/fhir/Patient/${id}`,
+        JSON.stringify([{ op: 'remove', path: '/birthDate' }]),
+        {
+          'content-type': 'application/json-patch+json',
+        },
+      );
+      expectRefused(patch, 'Patient.birthDate');
+      const read = await fhir.get(`/fhir/Patient/${id}`);
+      expect(read.json<{ birthDate: string; meta: { versionId: string } }>()).toMatchObject({
+        birthDate: '1974-12-25',
+        meta: { versionId: '1' },
+      });
+    });
+
+    it('holds the entries of a transaction to their profiles: all or nothing', async () => {
+      const family = `Tx${run}`;
+      const { birthDate: _, ...noBirthDate } = patient(PATIENT, { name: [{ family }] });
+      const res = await fhir.post('/fhir', {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          { resource: patient(PATIENT, { name: [{ family }] }), request: { method: 'POST', url: 'Patient' } },
+          { resource: noBirthDate, request: { method: 'POST', url: 'Patient' } },
+        ],
+      });
+      expect(res.statusCode, res.body).toBeGreaterThanOrEqual(400);
+      expect(res.body).toContain('Patient.birthDate');
+      const found = await fhir.get(`/fhir/Patient?family=${family}`);
+      expect(found.json<{ total: number }>().total).toBe(0);
+    });
+
+    it('ignores a profile it does not know on write, and warns of it in $validate', async () => {
+      const unknown = `http://example.org/fhir/StructureDefinition/unknown-${run}`;
+      const res = await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile: [unknown] } });
+      expect(res.statusCode, res.body).toBe(201);
+      const validated = await fhir.post('/fhir/Patient/$validate', {
+        resourceType: 'Patient',
+        meta: { profile: [unknown] },
+      });
+      expect(validated.statusCode).toBe(200);
+      const warning = validated.json<Outcome>().issue.find((i) => i.severity === 'warning');
+      expect(warning?.diagnostics).toContain(`profile ${unknown} is not known to this server`);
+    });
+
+    it('refuses a resource that names a profile of another type', async () => {
+      const res = await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile: [PRESSURE] } });
+      expectRefused(res, `profile ${PRESSURE} constrains Observation, not Patient`);
+    });
+  });
+
+  describe('slicing and patterns', () => {
+    it('accepts both slices in order', async () => {
+      const res = await fhir.post('/fhir/Observation', pressure(PRESSURE, [component('8480-6'), component('8462-4')]));
+      expect(res.statusCode, res.body).toBe(201);
+    });
+
+    it('refuses a missing slice, an unknown component (closed), the wrong order, a wrong value type', async () => {
+      expectRefused(
+        await fhir.post('/fhir/Observation', pressure(PRESSURE, [component('8480-6'), component('8480-6')])),
+        'maximum cardinality 1, found 2',
+        'element Observation.component:diastolic',
+      );
+      expectRefused(
+        await fhir.post(
+          '/fhir/Observation',
+          pressure(PRESSURE, [component('8480-6'), component('8462-4'), component('9999-9')]),
+        ),
+        'matches none of the slices systolic, diastolic, and the slicing is closed',
+      );
+      expectRefused(
+        await fhir.post('/fhir/Observation', pressure(PRESSURE, [component('8462-4'), component('8480-6')])),
+        'slice systolic is out of order',
+      );
+      expectRefused(
+        await fhir.post(
+          '/fhir/Observation',
+          pressure(PRESSURE, [component('8480-6', { valueString: '120' }), component('8462-4')]),
+        ),
+        'type string is not allowed here: Quantity',
+      );
+    });
+
+    it('refuses a code that does not match the pattern, and a fixed status broken', async () => {
+      const res = await fhir.post(
+        '/fhir/Observation',
+        pressure(PRESSURE, [component('8480-6'), component('8462-4')], {
+          status: 'preliminary',
+          code: { coding: [{ system: LOINC, code: '8867-4' }] },
+        }),
+      );
+      expectRefused(res, 'Observation.status: must be exactly "final"', 'Observation.code: must match the pattern');
+    });
+  });
+
+  describe('a profile derived from a stored profile', () => {
+    beforeAll(async () => {
+      await store({
+        resourceType: 'StructureDefinition',
+        url: DERIVED,
+        name: 'ContactablePatient',
+        status: 'active',
+        kind: 'resource',
+        abstract: false,
+        type: 'Patient',
+        baseDefinition: `${PATIENT}|1.0.0`,
+        derivation: 'constraint',
+        differential: {
+          element: [
+            { id: 'Patient.telecom', path: 'Patient.telecom', min: 1 },
+            { id: 'Patient.name', path: 'Patient.name', max: '1' },
+          ],
+        },
+      });
+    });
+
+    it('holds a resource to its own rules and to its base profile', async () => {
+      const ok = await fhir.post('/fhir/Patient', patient(DERIVED, { telecom: [{ system: 'phone', value: '555' }] }));
+      expect(ok.statusCode, ok.body).toBe(201);
+      const { birthDate: _, ...noBirthDate } = patient(DERIVED, {
+        name: [{ family: 'A' }, { family: 'B' }],
+      });
+      expectRefused(
+        await fhir.post('/fhir/Patient', noBirthDate),
+        'Patient.telecom: minimum cardinality 1, found 0',
+        'Patient.name: maximum cardinality 1, found 2',
+        'Patient.birthDate: minimum cardinality 1, found 0',
+      );
+    });
+  });
+
+  describe('$validate', () => {
+    it('takes profile= in the query and in a Parameters body', async () => {
+      const bare = { resourceType: 'Patient', name: [{ family: 'X' }] };
+      const byQuery = await fhir.post(`/fhir/Patient/$validate?profile=${encodeURIComponent(PATIENT)}`, bare);
+      expect(byQuery.statusCode).toBe(200);
+      const errors = byQuery.json<Outcome>().issue.filter((i) => i.severity === 'error');
+      expect(errors.map((i) => i.expression?.[0])).toEqual(
+        expect.arrayContaining(['Patient.identifier', 'Patient.birthDate']),
+      );
+      const byBody = await fhir.post('/fhir/Patient/$validate', {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'resource', resource: bare },
+          { name: 'profile', valueCanonical: PATIENT },
+        ],
+      });
+      expect(byBody.json<Outcome>().issue.filter((i) => i.severity === 'error')).toHaveLength(errors.length);
+      const valid = await fhir.post(`/fhir/Patient/$validate?profile=${encodeURIComponent(PATIENT)}`, patient(PATIENT));
+      expect(valid.json<Outcome>().issue).toEqual([
+        expect.objectContaining({ severity: 'information', code: 'informational' }),
+      ]);
+    });
+  });
+
+  describe('the CapabilityStatement and changes', () => {
+    it('lists stored profiles in supportedProfile as url|version', async () => {
+      const statement = (await fhir.get('/fhir/metadata')).json<{
+        rest: { resource: { type: string; supportedProfile?: string[] }[] }[];
+      }>();
+      const byType = (type: string) => statement.rest[0].resource.find((r) => r.type === type)?.supportedProfile ?? [];
+      expect(byType('Patient')).toContain(`${PATIENT}|1.0.0`);
+      expect(byType('Observation')).toContain(PRESSURE);
+      expect(byType('Observation')).not.toContain(`${PATIENT}|1.0.0`);
+    });
+
+    it('applies a profile updated or deleted from the next write on', async () => {
+      const loose = strictPatient(PATIENT, '1.0.0', GENDERS);
+      loose.differential.element = loose.differential.element.filter((e) => e.path !== 'Patient.birthDate');
+      const updated = await fhir.put(`/fhir/StructureDefinition/${patientProfileId}`, {
+        ...loose,
+        id: patientProfileId,
+      });
+      expect(updated.statusCode, updated.body).toBe(200);
+      const { birthDate: _, ...noBirthDate } = patient(PATIENT);
+      expect((await fhir.post('/fhir/Patient', noBirthDate)).statusCode).toBe(201);
+      expectRefused(await fhir.post('/fhir/Patient', { ...noBirthDate, identifier: undefined }), 'Patient.identifier');
+
+      expect((await fhir.delete(`/fhir/StructureDefinition/${patientProfileId}`)).statusCode).toBe(204);
+      const after = await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile: [PATIENT] } });
+      expect(after.statusCode, after.body).toBe(201);
+    });
+  });
+
+  describe('the R4 vital signs profiles (hl7.fhir.r4.examples, CC0)', () => {
+    const vitalsigns = example('StructureDefinition-vitalsigns.json');
+    const heartrate = example('StructureDefinition-heartrate.json');
+    const bp = example('StructureDefinition-bp.json');
+    const HEART = `http://example.org/fhir/StructureDefinition/heartrate-from-differential-${run}`;
+
+    beforeAll(async () => {
+      // Stored under their own urls; a second heart rate profile with the differential alone, whose
+      // snapshot the server generates from the stored vital signs profile.
+      for (const sd of [vitalsigns, heartrate, bp]) {
+        const { id: _, ...rest } = sd;
+        const res = await fhir.put(`/fhir/StructureDefinition?url=${encodeURIComponent(String(sd.url))}`, rest);
+        expect([200, 201], res.body).toContain(res.statusCode);
+      }
+      const { id: _, snapshot: __, text: ___, ...differentialOnly } = heartrate;
+      await store({ ...differentialOnly, url: HEART });
+    });
+
+    it('accepts the spec examples that claim them', async () => {
+      for (const name of ['Observation-heart-rate.json', 'Observation-blood-pressure.json', 'Observation-bmi.json']) {
+        const { id: _, ...resource } = example(name);
+        const res = await fhir.post('/fhir/Observation', resource);
+        expect(res.statusCode, `${name}: ${res.body}`).toBe(201);
+      }
+    });
+
+    it('gives the same verdicts from the generated snapshot as from the published one', async () => {
+      const { id: _, ...rate } = example('Observation-heart-rate.json');
+      const broken: [string, Record<string, unknown>][] = [
+        ['conforming', rate],
+        ['no LOINC code', { ...rate, code: { coding: [{ system: LOINC, code: '1234-5' }] } }],
+        [
+          'no value unit code',
+          { ...rate, valueQuantity: { value: 44, unit: 'beats/minute', system: 'http://unitsofmeasure.org' } },
+        ],
+        ['wrong unit', { ...rate, valueQuantity: { ...rate.valueQuantity, code: 'mm' } }],
+        ['no category', { ...rate, category: undefined }],
+        ['no subject', { ...rate, subject: undefined }],
+        ['a string value', { ...rate, valueQuantity: undefined, valueString: 'fast' }],
+      ];
+      for (const [name, resource] of broken) {
+        const verdicts = [];
+        for (const url of [String(heartrate.url), HEART]) {
+          const res = await fhir.post(`/fhir/Observation/$validate?profile=${encodeURIComponent(url)}`, {
+            ...resource,
+            meta: undefined,
+          });
+          const errors = res.json<Outcome>().issue.filter((i) => i.severity === 'error');
+          verdicts.push(errors.map((i) => i.diagnostics!.replace(url, 'PROFILE').replace(/\|4\.0\.1/, '')).sort());
+        }
+        expect(verdicts[1], name).toEqual(verdicts[0]);
+        if (name === 'conforming') expect(verdicts[0]).toEqual([]);
+        else expect(verdicts[0].length, name).toBeGreaterThan(0);
+      }
+    });
+
+    it('refuses a blood pressure without its diastolic component', async () => {
+      const { id: _, ...resource } = example('Observation-blood-pressure.json');
+      const res = await fhir.post('/fhir/Observation', {
+        ...resource,
+        meta: { profile: [String(bp.url)] },
+        component: resource.component.slice(0, 1),
+      });
+      expectRefused(res, 'DiastolicBP');
+    });
+  });
+});

@@ -403,6 +403,103 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
     });
   });
 
+  describe('abuse', () => {
+    /** A Patient profile over R4 with these differential elements. */
+    const profileWith = (url: string, element: Record<string, unknown>[], base?: string) => ({
+      resourceType: 'StructureDefinition',
+      url,
+      name: 'Abuse',
+      status: 'active',
+      kind: 'resource',
+      abstract: false,
+      type: 'Patient',
+      baseDefinition: base ?? 'http://hl7.org/fhir/StructureDefinition/Patient',
+      derivation: 'constraint',
+      differential: {
+        element: element.some((e) => e.id === 'Patient') ? element : [{ id: 'Patient', path: 'Patient' }, ...element],
+      },
+    });
+    const invariant = (key: string, expression: string) => ({
+      id: 'Patient',
+      path: 'Patient',
+      constraint: [{ key, severity: 'error', human: key, expression }],
+    });
+    const warnings = async (profile: string) => {
+      const res = await fhir.post(`/fhir/Patient/$validate?profile=${encodeURIComponent(profile)}`, {
+        resourceType: 'Patient',
+      });
+      return res
+        .json<Outcome>()
+        .issue.filter((i) => i.severity === 'warning')
+        .map((i) => i.diagnostics ?? '');
+    };
+
+    it('runs a profile invariant under the request FHIRPath budget: 422, nothing stored', async () => {
+      const url = `http://example.org/fhir/StructureDefinition/quadratic-${run}`;
+      await store(
+        profileWith(url, [invariant('q-1', 'name.given.all(%resource.name.given.all(%resource.name.given.exists()))')]),
+      );
+      const family = `Costly${run}`;
+      const res = await fhir.post('/fhir/Patient', {
+        resourceType: 'Patient',
+        meta: { profile: [url] },
+        name: [{ family, given: Array.from({ length: 1000 }, (_, i) => `g${i}`) }],
+      });
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.json<Outcome>().issue[0].code).toBe('too-costly');
+      expect((await fhir.get(`/fhir/Patient?family=${family}`)).json<{ total: number }>().total).toBe(0);
+    });
+
+    it('skips an invariant the guard refuses (descendants(), |), and $validate says so', async () => {
+      const url = `http://example.org/fhir/StructureDefinition/unsupported-${run}`;
+      await store(
+        profileWith(url, [
+          {
+            id: 'Patient',
+            path: 'Patient',
+            constraint: [
+              { key: 'u-1', severity: 'error', human: 'u-1', expression: 'descendants().exists()' },
+              { key: 'u-2', severity: 'error', human: 'u-2', expression: '(name | telecom).exists()' },
+            ],
+          },
+        ]),
+      );
+      expect((await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile: [url] } })).statusCode).toBe(
+        201,
+      );
+      const said = await warnings(url);
+      expect(said.join('\n')).toContain('constraint u-1 of Patient');
+      expect(said.join('\n')).toContain('constraint u-2 of Patient');
+    });
+
+    it('refuses more than 20 profiles on one resource with 400', async () => {
+      const profile = Array.from({ length: 21 }, (_, i) => `http://example.org/fhir/StructureDefinition/many-${i}`);
+      const res = await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile } });
+      expect(res.statusCode).toBe(400);
+      expect(res.json<Outcome>().issue[0].diagnostics).toContain('at most 20 profiles');
+    });
+
+    it('ignores profiles whose bases form a cycle, and names the cycle in $validate', async () => {
+      const a = `http://example.org/fhir/StructureDefinition/cycle-a-${run}`;
+      const b = `http://example.org/fhir/StructureDefinition/cycle-b-${run}`;
+      await store(profileWith(a, [{ id: 'Patient.gender', path: 'Patient.gender', min: 1 }], b));
+      await store(profileWith(b, [{ id: 'Patient.birthDate', path: 'Patient.birthDate', min: 1 }], a));
+      expect((await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile: [a] } })).statusCode).toBe(
+        201,
+      );
+      expect((await warnings(a)).join('\n')).toContain(`${a} → ${b} → ${a}`);
+    });
+
+    it('enforces profiles for a writer that may not read StructureDefinitions or ValueSets', async () => {
+      const writer = await t.client('system/Observation.cruds');
+      expectRefused(
+        await writer.post('/fhir/Observation', pressure(PRESSURE, [component('8480-6')])),
+        'element Observation.component:diastolic',
+      );
+      expect((await writer.get('/fhir/StructureDefinition')).statusCode).toBe(403);
+    });
+  });
+
   describe('the R4 vital signs profiles (hl7.fhir.r4.examples, CC0)', () => {
     const vitalsigns = example('StructureDefinition-vitalsigns.json');
     const heartrate = example('StructureDefinition-heartrate.json');

@@ -490,6 +490,21 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
       expect((await warnings(a)).join('\n')).toContain(`${a} → ${b} → ${a}`);
     });
 
+    it('refuses to store a profile of a type that is not R4 (422), and stores nothing', async () => {
+      const url = `http://example.org/fhir/StructureDefinition/unreadable-${run}`;
+      const res = await fhir.post('/fhir/StructureDefinition', {
+        ...profileWith(url, []),
+        type: 'Spaceship',
+        differential: { element: [{ id: 'Spaceship', path: 'Spaceship' }] },
+      });
+      expect(res.statusCode, res.body).toBe(422);
+      const issue = res.json<Outcome>().issue[0];
+      expect(issue.diagnostics).toContain('"Spaceship" is none');
+      expect(issue.expression).toEqual(['StructureDefinition.type']);
+      const found = await fhir.get(`/fhir/StructureDefinition?url=${encodeURIComponent(url)}`);
+      expect(found.json<{ total: number }>().total).toBe(0);
+    });
+
     it('enforces profiles for a writer that may not read StructureDefinitions or ValueSets', async () => {
       const writer = await t.client('system/Observation.cruds');
       expectRefused(

@@ -50,6 +50,7 @@ export async function acceptResource(
   // data types because they are replaced, but their presence must not make the resource invalid.
   const issues = services.validate(resource).filter((issue) => issue.severity === 'error');
   if (issues.length > 0) throw invalidResourceError(services, type, issues);
+  if (type === 'StructureDefinition') services.profiles.checkDefinition(resource);
   const profileIssues = (await services.profiles.check(request, resource)).filter((i) => i.severity === 'error');
   if (profileIssues.length > 0) throw invalidResourceError(services, type, profileIssues);
   requireKnowableReferences(request, resource as FhirResource, expectedId);

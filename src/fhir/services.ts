@@ -36,6 +36,11 @@ export interface ProfileChecker {
     resource: Record<string, unknown>,
     options?: ProfileCheckOptions,
   ): Promise<ValidationIssue[]>;
+  /**
+   * Refuses (422 `profile-invalid`) a profile whose elements cannot be read: paths outside its type, bad
+   * slice names or cardinalities, more elements than the bound. Its base need not be stored yet.
+   */
+  checkDefinition(definition: Record<string, unknown>): void;
   /** The stored profiles' canonical urls and versions, and the type each constrains, for the CapabilityStatement. */
   supported(): Promise<{ url: string; version?: string; type: string }[]>;
 }

@@ -132,6 +132,20 @@ export class StoredProfiles implements ProfileChecker {
     return issues;
   }
 
+  checkDefinition(definition: Record<string, unknown>): void {
+    if (definition.derivation !== 'constraint') return;
+    const type = typeof definition.type === 'string' ? definition.type : '';
+    if (!this.registry.type(type)) {
+      throw new AppError('profile-invalid', `A profile must constrain an R4 type; ${JSON.stringify(type)} is none`, {
+        expression: 'StructureDefinition.type',
+      });
+    }
+    for (const part of ['snapshot', 'differential'] as const) {
+      const list = (definition[part] as { element?: unknown } | undefined)?.element;
+      if (list !== undefined) readElements(list, `StructureDefinition.${part}`, type);
+    }
+  }
+
   async supported(): Promise<{ url: string; version?: string; type: string }[]> {
     const rows = await this.db.query<{ url: string; version: string | null; type: string }>(
       `SELECT url, version, type FROM profile ORDER BY url, version LIMIT ${MAX_LISTED_PROFILES}`,

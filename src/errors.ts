@@ -64,6 +64,7 @@ export const ERROR_CATALOG = {
   'terminology-not-supported': { status: 422, issueType: 'not-supported', oauthError: 'invalid_request' },
   'expansion-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'profile-invalid': { status: 422, issueType: 'invalid', oauthError: 'invalid_request' },
+  'profile-too-costly': { status: 422, issueType: 'too-costly', oauthError: 'invalid_request' },
   'unsupported-media-type': { status: 415, issueType: 'not-supported', oauthError: 'invalid_request' },
   'rate-limited': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },
   'login-locked': { status: 429, issueType: 'throttled', oauthError: 'slow_down' },

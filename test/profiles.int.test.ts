@@ -505,6 +505,56 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
       expect(found.json<{ total: number }>().total).toBe(0);
     });
 
+    it('bounds the values and slices one check visits: 422, nothing stored', async () => {
+      const extension = `http://example.org/fhir/StructureDefinition/flag-${run}`;
+      await store({
+        resourceType: 'StructureDefinition',
+        url: extension,
+        name: 'Flag',
+        status: 'active',
+        kind: 'complex-type',
+        abstract: false,
+        context: [{ type: 'element', expression: 'Patient' }],
+        type: 'Extension',
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Extension',
+        derivation: 'constraint',
+        differential: {
+          element: [
+            { id: 'Extension', path: 'Extension' },
+            { id: 'Extension.url', path: 'Extension.url', fixedUri: extension },
+            { id: 'Extension.value[x]', path: 'Extension.value[x]', type: [{ code: 'boolean' }] },
+          ],
+        },
+      });
+      // 50 slices told apart by profile: each value is walked against the extension profile per slice.
+      const url = `http://example.org/fhir/StructureDefinition/many-slices-${run}`;
+      await store(
+        profileWith(url, [
+          {
+            id: 'Patient.extension',
+            path: 'Patient.extension',
+            slicing: { discriminator: [{ type: 'profile', path: '$this' }], rules: 'open' },
+          },
+          ...Array.from({ length: 50 }, (_, i) => ({
+            id: `Patient.extension:s${i}`,
+            path: 'Patient.extension',
+            sliceName: `s${i}`,
+            type: [{ code: 'Extension', profile: [extension] }],
+          })),
+        ]),
+      );
+      const family = `Slices${run}`;
+      const res = await fhir.post('/fhir/Patient', {
+        resourceType: 'Patient',
+        meta: { profile: [url] },
+        name: [{ family }],
+        extension: Array.from({ length: 10_000 }, () => ({ url: 'urn:other', valueBoolean: true })),
+      });
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.json<Outcome>().issue[0].diagnostics).toContain('more than 1000000 steps');
+      expect((await fhir.get(`/fhir/Patient?family=${family}`)).json<{ total: number }>().total).toBe(0);
+    });
+
     it('enforces profiles for a writer that may not read StructureDefinitions or ValueSets', async () => {
       const writer = await t.client('system/Observation.cruds');
       expectRefused(

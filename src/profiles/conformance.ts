@@ -4,6 +4,7 @@
 // validation, so it can take the instance's shape for granted (arrays where R4 allows many, objects for
 // complex types) and only adds what the profile narrows.
 import type { R4Registry } from '../definitions/registry.js';
+import { AppError } from '../errors.js';
 import type { ReferenceParser } from '../fhir/references.js';
 import type { RequestFhirPathBudget } from '../request-fhirpath/request-fhirpath.js';
 import type { ValidationIssue } from '../validation/validate.js';
@@ -39,10 +40,18 @@ const isObject = (value: unknown): value is JsonObject =>
 /** Profiles checked inside one another (an extension's own profile inside a resource's) at most this deep. */
 const MAX_NESTED_PROFILES = 4;
 
+/**
+ * Values visited and slices tried, per resource, across its profiles: a profile with thousands of slices
+ * told apart by `profile` over thousands of values would otherwise cost their product of walks.
+ */
+export const MAX_PROFILE_STEPS = 1_000_000;
+
 export class ProfileWalk {
   readonly issues: ValidationIssue[] = [];
   readonly bindings: PendingBinding[] = [];
   private resource: unknown;
+  /** Shared with the walks of `profile` discriminators, so the bound holds for the whole check. */
+  private steps = { taken: 0 };
 
   constructor(
     private readonly registry: R4Registry,
@@ -85,6 +94,7 @@ export class ProfileWalk {
 
   /** Every rule of `node` on one value of it. */
   private item(ctx: Context, node: ElementNode, item: Item, path: string): void {
+    this.step();
     const { value } = item;
     if (node.types && item.type !== undefined && !node.types.some((t) => t.code === item.type)) {
       const allowed = node.types.map((t) => t.code).join(', ');
@@ -224,6 +234,7 @@ export class ProfileWalk {
   }
 
   private inSlice(slice: ElementNode, item: Item, discriminators: readonly Discriminator[]): boolean {
+    this.step();
     return discriminators.every((d) => {
       const target = d.path === '$this' ? slice : descend(slice, d.path);
       const values = d.path === '$this' ? [item] : this.valuesAt(item.value, d.path);
@@ -259,6 +270,7 @@ export class ProfileWalk {
     if (!profile) return false;
     const walk = new ProfileWalk(this.registry, this.references, this.lookup, this.budget, this.requestBudget);
     walk.resource = this.resource;
+    walk.steps = this.steps;
     walk.check(profile, value, profile.type, MAX_NESTED_PROFILES);
     return !walk.issues.some((issue) => issue.severity === 'error');
   }
@@ -288,6 +300,15 @@ export class ProfileWalk {
       return [];
     }
     return valuesOf(owner, name).map((value) => ({ value, jsonName: name }));
+  }
+
+  private step(): void {
+    if (++this.steps.taken > MAX_PROFILE_STEPS) {
+      throw new AppError(
+        'profile-too-costly',
+        `Checking the resource against its profiles took more than ${MAX_PROFILE_STEPS} steps (values and slices)`,
+      );
+    }
   }
 
   private add(ctx: Context, node: ElementNode, code: ValidationIssue['code'], path: string, message: string): void {

@@ -46,7 +46,8 @@ const FORBIDDEN: readonly (readonly [string, string])[] = [
   ...['auth', 'fhir', 'search', 'storage', 'validation', 'export', 'import', 'scribe', 'subscriptions'].map(
     (module) => ['terminology', module] as const,
   ),
-  // Required bindings in validation use r4.json's code lists, not the terminology engine.
+  // Validation stays pure and synchronous: its required bindings read r4.json's code lists, which are the
+  // terminology engine's expansions, written at build time by src/terminology/build-r4-bindings.ts.
   ...['definitions', 'storage', 'validation', 'search'].map((module) => [module, 'terminology'] as const),
 ];
 

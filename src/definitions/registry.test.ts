@@ -31,6 +31,12 @@ describe('R4 registry', () => {
     expect(() => loadR4Definitions(stale)).toThrow(/older build: run `npm run build`/);
   });
 
+  it('tells the user to build when the generated file lacks the required value sets (build-r4 alone ran)', () => {
+    const partial = join(mkdtempSync(join(tmpdir(), 'r4-')), 'r4.json');
+    writeFileSync(partial, JSON.stringify({ fhirVersion: '4.0.1', resourceTypes: [], summaryElements: {} }));
+    expect(() => loadR4Definitions(partial)).toThrow(/lack the required value sets' codes: run `npm run build`/);
+  });
+
   it('looks up element rules by relative or prefixed path', () => {
     expect(registry.element('Patient', 'gender')).toEqual({
       types: [{ code: 'code' }],

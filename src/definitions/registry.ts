@@ -85,6 +85,12 @@ export function loadR4Definitions(path: string = defaultDefinitionsPath()): R4Re
       `FHIR R4 definitions at ${path} are from an older build: run \`npm run build\` to regenerate them.`,
     );
   }
+  // build-r4 writes the file without them; the next build step adds them. Without them no binding is checked.
+  if (!definitions.valueSets) {
+    throw new Error(
+      `FHIR R4 definitions at ${path} lack the required value sets' codes: run \`npm run build\` to complete them.`,
+    );
+  }
   const registry = createRegistry(definitions);
   registries.set(path, registry);
   return registry;

@@ -1,7 +1,8 @@
 /**
  * Shape of `generated/r4.json`, the compact rules that `build-r4.ts` compiles from the FHIR R4 (4.0.1)
- * StructureDefinitions, ValueSets and SearchParameters. The generator writes this shape and the registry reads it,
- * so both import these types from here.
+ * StructureDefinitions and SearchParameters, with the required value sets that the terminology engine expands
+ * (src/terminology/build-r4-bindings.ts). The build steps write this shape and the registry reads it, so they all
+ * import these types from here.
  *
  * Element paths are relative to their type: `Patient.contact.name` is stored under type `Patient` as `contact.name`.
  */
@@ -16,7 +17,10 @@ export interface R4Definitions {
   primitiveTypes: Record<string, PrimitiveTypeRule>;
   /** Resources (abstract ones too) and complex data types, by name. */
   types: Record<string, TypeRule>;
-  /** The value sets named by a required binding, by canonical URL (without `|version`). */
+  /**
+   * The value sets named by a required binding, by canonical URL (without `|version`): the terminology engine's
+   * expansions, written by the build step after build-r4 (src/terminology/build-r4-bindings.ts).
+   */
   valueSets: Record<string, ValueSetRule>;
   /** The R4 SearchParameters that apply to each concrete resource type, by resource type. */
   searchParameters: Record<string, SearchParameterRule[]>;
@@ -109,9 +113,9 @@ export interface SkippedConstraint {
 }
 
 /**
- * Codes allowed by a required value set, grouped by code system. A value set that cannot be expanded from the R4
- * package alone (it includes an external or very large code system, or uses filters we cannot evaluate) is marked
- * `unchecked`: the validator then accepts any code rather than reject valid data.
+ * Codes allowed by a required value set, grouped by code system: the terminology engine's expansion. A value set the
+ * engine cannot expand from R4's terminology (unknown, an external code system, past its bounds) is `unchecked`, with
+ * the engine's error code and message: the validator then accepts any code rather than reject valid data.
  */
 export type ValueSetRule = { codes: Record<string, string[]> } | { unchecked: string };
 

@@ -1,6 +1,6 @@
-// Builds the web console (docs/console.md): the resource types, their summary elements and the types
-// their reference search parameters can target, from generated/r4.json into
-// generated/console-types.json, then Vite: console/ → dist/console/. Prints each file's size, raw and
+// Builds the web console (docs/console.md): the resource types, their summary elements, the types
+// their reference search parameters can target and the value sets of their top-level required
+// bindings, from generated/r4.json into generated/console-types.json, then Vite: console/ → dist/console/. Prints each file's size, raw and
 // gzipped, and fails when the whole exceeds the bound.
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -37,6 +37,28 @@ function referenceTargets(r4, types) {
   return out;
 }
 
+/** The element types a code picker can fill (what its Insert writes depends on which). */
+const CODED = new Set(['code', 'Coding', 'CodeableConcept']);
+
+/**
+ * For each resource type, its top-level coded elements with a required binding (generated/r4.json
+ * records only those), as `{ element: [value set url, element type] }`: the code picker's offers.
+ * Top-level only, to keep the bundle small; nested elements' value sets can be typed in.
+ */
+function requiredBindings(r4, types) {
+  const out = {};
+  for (const type of types) {
+    const bound = Object.entries(r4.types[type]?.elements ?? {}).filter(
+      ([name, element]) =>
+        !name.includes('.') && element.binding && element.types?.length === 1 && CODED.has(element.types[0].code),
+    );
+    if (bound.length > 0) {
+      out[type] = Object.fromEntries(bound.map(([name, element]) => [name, [element.binding, element.types[0].code]]));
+    }
+  }
+  return out;
+}
+
 function writeTypes() {
   const r4 = JSON.parse(readFileSync(join(root, 'generated', 'r4.json'), 'utf8'));
   const summaryElements = Object.fromEntries(
@@ -45,7 +67,11 @@ function writeTypes() {
   const types = Object.keys(summaryElements).sort();
   writeFileSync(
     join(root, 'generated', 'console-types.json'),
-    JSON.stringify({ summaryElements, referenceTargets: referenceTargets(r4, types) }) + '\n',
+    JSON.stringify({
+      summaryElements,
+      referenceTargets: referenceTargets(r4, types),
+      requiredBindings: requiredBindings(r4, types),
+    }) + '\n',
   );
 }
 

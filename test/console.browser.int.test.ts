@@ -2,10 +2,12 @@
 // playwright-core) against a real `serve` process on each database, through the accessible names the
 // console promises (docs/console.md): sign in, search and page, open a resource, edit it with an invalid
 // value and see the error next to its path, fix it, see the new version in the history, create one,
-// delete one after confirming; a stored narrative's script, handler and javascript: link do nothing; an
-// API error and a 403 are shown as text; what refers to a Practitioner and to an Organization; the
-// selected type's count; signing out, a revoked token and an expired one (a second server whose tokens
-// live 3 s) bring back the sign-in form. Screenshots of the main screens at 1280x800 and 800x600 go to a temporary folder (printed).
+// delete one after confirming; find a code with $expand and insert it into a new resource; a stored
+// narrative's script, handler and javascript: link do nothing; an API error, a 403 and $expand's 404
+// and 422 are shown as text; what refers to a Practitioner and to an Organization; the selected type's
+// count; signing out, a revoked token and an expired one (a second server whose tokens live 3 s) bring
+// back the sign-in form. Screenshots of the main screens at 1280x800 and 800x600 go to a temporary
+// folder (printed).
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -393,6 +395,61 @@ describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %
     await page.getByRole('alertdialog').getByRole('button', { name: 'Yes, delete' }).click();
     await page.getByLabel('Search parameters').waitFor();
     expect((await api('GET', `/fhir/Patient/${patients.deleted.id}`)).status).toBe(410);
+    await context.close();
+  }, 60_000);
+
+  it('finds codes with $expand in the editor, inserts one at the cursor and shows an unknown value set as text', async () => {
+    const { page, context, violations } = await newPage();
+    await page.goto(`${server.url}/console/resources`);
+    await signIn(page);
+    await page.getByLabel('Resource type').selectOption('Patient');
+    await page.getByRole('button', { name: 'New' }).click();
+    const gender = 'http://hl7.org/fhir/ValueSet/administrative-gender';
+    // Offered: the value set of Patient's one top-level required binding.
+    expect(
+      await page.locator('#code-value-sets option').evaluateAll((os) => os.map((o) => o.getAttribute('value'))),
+    ).toEqual([gender]);
+    const editor = page.getByLabel('Resource JSON');
+    await editor.fill(`{"resourceType": "Patient", "name": [{"family": "${family}", "given": ["Eve"]}], "gender": }`);
+    // The cursor before the closing brace, where the code goes (fill leaves it at the end).
+    await editor.press('ArrowLeft');
+    const picker = page.getByRole('form', { name: 'Codes' });
+    await picker.getByLabel('Value set', { exact: true }).fill(gender);
+    await picker.getByLabel('Filter', { exact: true }).fill('fem');
+    await picker.getByRole('button', { name: 'Find codes' }).click();
+    const found = picker.getByRole('list', { name: 'Codes found' }).getByRole('listitem');
+    await found.first().waitFor();
+    // Each code: its code, display and system, and its Insert button.
+    expect(await found.evaluateAll((lis) => lis.map((li) => [...li.children].map((c) => c.textContent)))).toEqual([
+      ['female', 'Female', 'http://hl7.org/fhir/administrative-gender', 'Insert'],
+    ]);
+    await screenshots(page, 'code-picker', page.getByRole('heading', { name: 'New Patient' }));
+    await picker.getByRole('button', { name: 'Insert female' }).click();
+    expect(await editor.inputValue()).toBe(
+      `{"resourceType": "Patient", "name": [{"family": "${family}", "given": ["Eve"]}], "gender": "female"}`,
+    );
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Version 1 ·').waitFor();
+    const createdId = new URL(page.url()).pathname.split('/').pop()!;
+    const created = (await api('GET', `/fhir/Patient/${createdId}`)).body;
+    expect([created.gender, created.name[0].given]).toEqual(['female', ['Eve']]);
+
+    // The server's words for a value set it does not know (404) and for one that needs LOINC (422).
+    await page.getByRole('button', { name: 'Edit' }).click();
+    const unknown = 'http://example.org/fhir/ValueSet/no-such-value-set';
+    await picker.getByLabel('Value set', { exact: true }).fill(unknown);
+    await picker.getByRole('button', { name: 'Find codes' }).click();
+    await picker.getByRole('alert').getByText(unknown, { exact: false }).waitFor();
+    expect(await picker.getByRole('alert').textContent()).toBe(`No value set ${unknown} is known to this server`);
+    const loinc = 'http://hl7.org/fhir/ValueSet/observation-codes';
+    // Enter in the picker's fields asks for codes (an Enter that saved would close the editor, asking nothing).
+    await picker.getByLabel('Value set', { exact: true }).fill(loinc);
+    await picker.getByLabel('Value set', { exact: true }).press('Enter');
+    await picker.getByRole('alert').getByText(loinc, { exact: false }).waitFor();
+    expect(await picker.getByRole('alert').textContent()).toMatch(/http:\/\/loinc\.org/);
+    expect(await page.getByLabel('Resource JSON').count()).toBe(1);
+    expect((await api('GET', `/fhir/Patient/${createdId}`)).body.meta.versionId).toBe('1');
+    expect(violations).toEqual([]);
     await context.close();
   }, 60_000);
 

@@ -1,9 +1,13 @@
 // The JSON editor of a resource, new or stored. The server validates (R4 definitions, invariants); its
 // OperationOutcome's issues are listed each next to the element path it names (expression, or location).
-import { useState } from 'preact/hooks';
+// Beside it, when the account may expand value sets, the code picker, whose Insert writes at the cursor.
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { JSX } from 'preact';
 import { api, ApiError } from './api';
 import type { OperationOutcomeIssue } from './api';
+import { CodePicker } from './code-picker';
+import { insertAt } from './codes';
+import { may } from './scopes';
 
 export interface EditorProps {
   readonly type: string;
@@ -12,6 +16,8 @@ export interface EditorProps {
   readonly stored?: { readonly id: string; readonly versionId?: string };
   readonly onSaved: (resource: { resourceType: string; id: string }) => void;
   readonly onCancel: () => void;
+  /** The account's scopes: the code picker needs `r` or `s` on ValueSet (`$expand`). */
+  readonly scopes: readonly string[];
 }
 
 interface Problem {
@@ -37,8 +43,25 @@ function idFromLocation(location: string | null): string | undefined {
   return location ? /\/([^/]+)\/_history\/[^/]+$/.exec(new URL(location, 'http://x').pathname)?.[1] : undefined;
 }
 
-export function Editor({ type, initial, stored, onSaved, onCancel }: EditorProps): JSX.Element {
+export function Editor({ type, initial, stored, onSaved, onCancel, scopes }: EditorProps): JSX.Element {
   const [text, setText] = useState(() => JSON.stringify(initial, null, 2));
+  const area = useRef<HTMLTextAreaElement>(null);
+  /** Where the caret goes once an insertion is rendered. */
+  const caret = useRef<number | undefined>(undefined);
+  useLayoutEffect(() => {
+    if (caret.current === undefined || !area.current) return;
+    area.current.focus();
+    area.current.setSelectionRange(caret.current, caret.current);
+    caret.current = undefined;
+  }, [text]);
+  // In place of the textarea's selection (it keeps it while a button has the focus).
+  const insert = (snippet: string) => {
+    const el = area.current;
+    if (!el) return;
+    const inserted = insertAt(el.value, el.selectionStart, el.selectionEnd, snippet);
+    caret.current = inserted.caret;
+    setText(inserted.text);
+  };
   const [problems, setProblems] = useState<Problem[]>([]);
   const [busy, setBusy] = useState(false);
   const save = async (event: SubmitEvent) => {
@@ -70,8 +93,8 @@ export function Editor({ type, initial, stored, onSaved, onCancel }: EditorProps
     }
   };
   return (
-    <form class="editor" onSubmit={save}>
-      <h2>{stored ? `Edit ${type}/${stored.id}` : `New ${type}`}</h2>
+    <section class="editor" aria-labelledby="editor-heading">
+      <h2 id="editor-heading">{stored ? `Edit ${type}/${stored.id}` : `New ${type}`}</h2>
       {problems.length > 0 && (
         <div class="problems" role="alert">
           <p>{stored ? 'Not saved:' : 'Not created:'}</p>
@@ -85,23 +108,29 @@ export function Editor({ type, initial, stored, onSaved, onCancel }: EditorProps
           </ul>
         </div>
       )}
-      <label for="resource-json">Resource JSON</label>
-      <textarea
-        id="resource-json"
-        value={text}
-        onInput={(e) => setText(e.currentTarget.value)}
-        spellcheck={false}
-        autocomplete="off"
-        rows={Math.min(20, Math.max(8, text.split('\n').length + 1))}
-      />
-      <div class="actions">
-        <button type="submit" class="primary" disabled={busy}>
-          Save
-        </button>
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
+      <div class="editor-body">
+        <form class="editor-json" onSubmit={save}>
+          <label for="resource-json">Resource JSON</label>
+          <textarea
+            id="resource-json"
+            ref={area}
+            value={text}
+            onInput={(e) => setText(e.currentTarget.value)}
+            spellcheck={false}
+            autocomplete="off"
+            rows={Math.min(20, Math.max(8, text.split('\n').length + 1))}
+          />
+          <div class="actions">
+            <button type="submit" class="primary" disabled={busy}>
+              Save
+            </button>
+            <button type="button" onClick={onCancel}>
+              Cancel
+            </button>
+          </div>
+        </form>
+        {(may(scopes, 'ValueSet', 'r') || may(scopes, 'ValueSet', 's')) && <CodePicker type={type} onInsert={insert} />}
       </div>
-    </form>
+    </section>
   );
 }

@@ -129,6 +129,7 @@ export function ResourcePage({ type, id, session }: { type: string; id: string; 
           type={type}
           initial={resource}
           stored={{ id, versionId: resource.meta?.versionId }}
+          scopes={session.scopes}
           onCancel={() => setMode('view')}
           onSaved={() => {
             setMode('view');

@@ -98,6 +98,7 @@ export function ResourcesScreen({ route, session }: { route: Route; session: Ses
         <Editor
           type={draftType}
           initial={{ resourceType: draftType }}
+          scopes={session.scopes}
           onCancel={() => setCreating(false)}
           onSaved={(saved) => navigate(resourcePath(saved.resourceType, saved.id))}
         />

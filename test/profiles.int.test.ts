@@ -374,6 +374,104 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
     });
   });
 
+  describe('profiles of resources inside resources', () => {
+    const NAMED = `http://example.org/fhir/StructureDefinition/named-patient-${run}`;
+    const BORN = `http://example.org/fhir/StructureDefinition/born-patient-${run}`;
+    const BUNDLE = `http://example.org/fhir/StructureDefinition/patient-bundle-${run}`;
+    const PARAMETERS = `http://example.org/fhir/StructureDefinition/either-parameters-${run}`;
+    const patientProfile = (url: string, path: string, expression?: string) => ({
+      resourceType: 'StructureDefinition',
+      url,
+      name: 'Inner',
+      status: 'active',
+      kind: 'resource',
+      abstract: false,
+      type: 'Patient',
+      baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient',
+      derivation: 'constraint',
+      differential: {
+        element: [
+          {
+            id: 'Patient',
+            path: 'Patient',
+            ...(expression ? { constraint: [{ key: 'in-1', severity: 'error', human: 'in-1', expression }] } : {}),
+          },
+          { id: path, path, min: 1 },
+        ],
+      },
+    });
+    const outerProfile = (url: string, type: string, element: Record<string, unknown>[]) => ({
+      resourceType: 'StructureDefinition',
+      url,
+      name: 'Outer',
+      status: 'active',
+      kind: 'resource',
+      abstract: false,
+      type,
+      baseDefinition: `http://hl7.org/fhir/StructureDefinition/${type}`,
+      derivation: 'constraint',
+      differential: { element: [{ id: type, path: type }, ...element] },
+    });
+    const validate = async (url: string, resource: Record<string, unknown>) => {
+      const res = await fhir.post(
+        `/fhir/${String(resource.resourceType)}/$validate?profile=${encodeURIComponent(url)}`,
+        resource,
+      );
+      expect(res.statusCode).toBe(200);
+      return res
+        .json<Outcome>()
+        .issue.filter((i) => i.severity === 'error')
+        .map((i) => i.diagnostics ?? '');
+    };
+
+    beforeAll(async () => {
+      // %resource in the inner profile's invariant is the inner Patient, not the Bundle.
+      await store(patientProfile(NAMED, 'Patient.name', "%resource.resourceType = 'Patient'"));
+      await store(patientProfile(BORN, 'Patient.birthDate'));
+      await store(
+        outerProfile(BUNDLE, 'Bundle', [
+          { id: 'Bundle.entry.resource', path: 'Bundle.entry.resource', type: [{ code: 'Patient', profile: [NAMED] }] },
+        ]),
+      );
+      await store(
+        outerProfile(PARAMETERS, 'Parameters', [
+          {
+            id: 'Parameters.parameter.resource',
+            path: 'Parameters.parameter.resource',
+            type: [{ code: 'Resource', profile: [NAMED, BORN] }],
+          },
+        ]),
+      );
+    });
+
+    it('holds a resource element narrowed to a type and a profile: the type, the profile, its %resource', async () => {
+      const entry = (resource: Record<string, unknown>) => ({ fullUrl: `urn:uuid:${randomUUID()}`, resource });
+      const bundle = (...resources: Record<string, unknown>[]) => ({
+        resourceType: 'Bundle',
+        type: 'collection',
+        entry: resources.map(entry),
+      });
+      expect(await validate(BUNDLE, bundle({ resourceType: 'Patient', name: [{ family: 'A' }] }))).toEqual([]);
+      const wrongType = await validate(BUNDLE, bundle({ resourceType: 'Practitioner', name: [{ family: 'A' }] }));
+      expect(wrongType.join('\n')).toContain('a Practitioner is not allowed here: Patient');
+      const unnamed = await validate(BUNDLE, bundle({ resourceType: 'Patient', gender: 'male' }));
+      expect(unnamed.join('\n')).toContain(
+        `Bundle.entry[0].resource.name: minimum cardinality 1, found 0 (profile ${NAMED}`,
+      );
+    });
+
+    it('takes a value that conforms to one of several profiles of its type, and refuses one that conforms to none', async () => {
+      const parameters = (resource: Record<string, unknown>) => ({
+        resourceType: 'Parameters',
+        parameter: [{ name: 'p', resource }],
+      });
+      expect(await validate(PARAMETERS, parameters({ resourceType: 'Patient', name: [{ family: 'A' }] }))).toEqual([]);
+      expect(await validate(PARAMETERS, parameters({ resourceType: 'Patient', birthDate: '2000-01-01' }))).toEqual([]);
+      const neither = await validate(PARAMETERS, parameters({ resourceType: 'Patient', gender: 'male' }));
+      expect(neither.join('\n')).toContain(`conforms to none of its profiles ${NAMED}, ${BORN}`);
+    });
+  });
+
   describe('the CapabilityStatement and changes', () => {
     it('lists stored profiles in supportedProfile as url|version', async () => {
       const statement = (await fhir.get('/fhir/metadata')).json<{

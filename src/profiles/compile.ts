@@ -86,6 +86,50 @@ function choiceName(registry: R4Registry, type: string, parentPath: string, name
   return undefined;
 }
 
+/** Elements every element has (Element's), whatever its type. */
+const ELEMENT_CHILDREN = new Set(['id', 'extension', 'modifierExtension']);
+
+/**
+ * Whether an element path (without slice names) names an element of `type`: through backbone elements,
+ * into the data types of elements (`Patient.identifier.system`), a choice by one of its types
+ * (`Observation.valueQuantity.code`) and content references.
+ */
+export function elementPathExists(registry: R4Registry, type: string, path: string): boolean {
+  const segments = path.split('.');
+  if (segments[0] !== type) return false;
+  return pathWithin(registry, type, '', segments.slice(1), 0);
+}
+
+function pathWithin(registry: R4Registry, type: string, prefix: string, rest: string[], depth: number): boolean {
+  if (rest.length === 0) return true;
+  if (depth > 32) return false;
+  const [segment, ...after] = rest;
+  if (ELEMENT_CHILDREN.has(segment) && after.length === 0) return true;
+  let candidate = prefix ? `${prefix}.${segment}` : segment;
+  let rule = elementOf(registry, type, candidate);
+  let types = rule?.types?.map((t) => t.code) ?? [];
+  if (!rule) {
+    const choice = choiceName(registry, type, prefix, segment);
+    if (!choice) return ELEMENT_CHILDREN.has(segment) && pathWithin(registry, 'Extension', '', after, depth + 1);
+    candidate = prefix ? `${prefix}.${choice}` : choice;
+    rule = elementOf(registry, type, candidate);
+    types = [typeOfSuffix(registry, segment.slice(choice.length - 3))];
+  }
+  if (!rule) return false;
+  const inside = rule.contentReference ?? candidate;
+  if (pathWithin(registry, type, inside, after, depth + 1)) return true;
+  return types.some((code) => registry.type(code) !== undefined && pathWithin(registry, code, '', after, depth + 1));
+}
+
+/** An element of a type or of the types it derives from (`Patient.meta` is Resource's). */
+function elementOf(registry: R4Registry, type: string, path: string) {
+  for (let t: string | undefined = type; t; t = registry.type(t)?.base) {
+    const rule = registry.element(t, path);
+    if (rule) return rule;
+  }
+  return undefined;
+}
+
 /** The type code a choice property's suffix names: `Quantity`, or `string` for `String`. */
 export function typeOfSuffix(registry: R4Registry, suffix: string): string {
   const lower = suffix[0].toLowerCase() + suffix.slice(1);

@@ -49,7 +49,8 @@ export const MAX_PROFILE_STEPS = 1_000_000;
 export class ProfileWalk {
   readonly issues: ValidationIssue[] = [];
   readonly bindings: PendingBinding[] = [];
-  private resource: unknown;
+  /** The value checked at depth 0: %rootResource. */
+  private root: unknown;
   /** Shared with the walks of `profile` discriminators, so the bound holds for the whole check. */
   private steps = { taken: 0 };
 
@@ -61,11 +62,20 @@ export class ProfileWalk {
     private readonly requestBudget: RequestFhirPathBudget,
   ) {}
 
-  /** Checks `value` (at `path`) against `profile`; the issues name the profile. */
-  check(profile: CompiledProfile, value: unknown, path: string, depth = 0): void {
-    if (depth === 0) this.resource = value;
+  /**
+   * Checks `value` (at `path`) against `profile`; the issues name the profile. `resource` is the resource
+   * holding the value (%resource), unless the value is a resource itself.
+   */
+  check(profile: CompiledProfile, value: unknown, path: string, depth = 0, resource?: unknown): void {
+    if (depth === 0) this.root = value;
     const label = profile.version ? `${profile.url}|${profile.version}` : profile.url;
-    this.item(new Context(profile, label, depth), profile.root, { value, jsonName: path }, path);
+    const ctx = new Context(profile, label, depth, resourceTypeOf(value) ? value : (resource ?? this.root));
+    const type = resourceTypeOf(value);
+    if (type !== undefined && type !== profile.type) {
+      this.add(ctx, profile.root, 'structure', path, `a ${type} cannot conform to a profile of ${profile.type}`);
+      return;
+    }
+    this.item(ctx, profile.root, { value, jsonName: path }, path);
   }
 
   /** The children of `node` in one object of the instance. */
@@ -101,6 +111,12 @@ export class ProfileWalk {
       this.add(ctx, node, 'structure', path, `type ${item.type} is not allowed here: ${allowed}`);
       return;
     }
+    const resourceType = resourceTypeOf(value);
+    if (node.types && resourceType !== undefined && !allowsResource(node.types, resourceType)) {
+      const allowed = node.types.map((t) => t.code).join(', ');
+      this.add(ctx, node, 'structure', path, `a ${resourceType} is not allowed here: ${allowed}`);
+      return;
+    }
     if (node.fixed !== undefined && !deepEqual(value, node.fixed)) {
       this.add(ctx, node, 'value', path, `must be exactly ${preview(node.fixed)}`);
     }
@@ -110,7 +126,7 @@ export class ProfileWalk {
     if (node.requiredBinding) this.binding(ctx, node, value, path);
     if (node.types && isObject(value)) this.typeProfiles(ctx, node, item, value, path);
     for (const invariant of node.invariants) {
-      if (!this.invariantHolds(invariant.run, value)) {
+      if (!this.invariantHolds(invariant.run, value, ctx.resource)) {
         this.issues.push({
           severity: invariant.severity,
           code: 'invariant',
@@ -124,17 +140,24 @@ export class ProfileWalk {
     if (isObject(value)) this.object(ctx, node, value, path);
   }
 
-  private invariantHolds(run: (root: unknown, variables?: Record<string, unknown>) => unknown[], value: unknown) {
+  private invariantHolds(
+    run: (root: unknown, variables?: Record<string, unknown>) => unknown[],
+    value: unknown,
+    resource: unknown,
+  ) {
     this.budget.current = this.requestBudget;
-    const result = run(value, { resource: this.resource, rootResource: this.resource });
+    const result = run(value, { resource, rootResource: this.root });
     // As for the base invariants: only `false` fails; empty means FHIRPath could not decide.
     return !(result.length === 1 && result[0] === false);
   }
 
   /** Reference targets, and the profiles of data types and extensions that the server holds. */
   private typeProfiles(ctx: Context, node: ElementNode, item: Item, value: JsonObject, path: string): void {
-    const type = item.type ?? (node.types!.length === 1 ? node.types![0].code : undefined);
-    const declared = node.types!.find((t) => t.code === type);
+    const resourceType = resourceTypeOf(value);
+    const type = item.type ?? resourceType ?? (node.types!.length === 1 ? node.types![0].code : undefined);
+    const declared =
+      node.types!.find((t) => t.code === type) ??
+      (resourceType ? node.types!.find((t) => t.code === 'Resource' || t.code === 'DomainResource') : undefined);
     if (!declared) return;
     if (type === 'Reference' && declared.targetProfile?.length && typeof value.reference === 'string') {
       const local = this.references.local(value.reference);
@@ -145,10 +168,14 @@ export class ProfileWalk {
         }
       }
     }
-    for (const url of declared.profile ?? []) {
-      const nested = this.lookup(url);
-      if (!nested || ctx.depth + 1 > MAX_NESTED_PROFILES) continue;
-      this.check(nested, value, path, ctx.depth + 1);
+    if (ctx.depth + 1 > MAX_NESTED_PROFILES) return;
+    // R4: the value conforms to at least one of the type's profiles (those the server holds).
+    const held = (declared.profile ?? []).flatMap((url) => this.lookup(url) ?? []);
+    if (held.length === 1) {
+      this.check(held[0], value, path, ctx.depth + 1, ctx.resource);
+    } else if (held.length > 1 && !held.some((profile) => this.conforms(profile.url, value, ctx.resource))) {
+      const urls = held.map((profile) => profile.url).join(', ');
+      this.add(ctx, node, 'structure', path, `conforms to none of its profiles ${urls}`);
     }
   }
 
@@ -258,20 +285,21 @@ export class ProfileWalk {
         }
         case 'profile': {
           const urls = target?.types?.flatMap((t) => t.profile ?? []) ?? [];
-          return values.some((v) => urls.some((url) => this.conforms(url, v.value)));
+          return values.some((v) => urls.some((url) => this.conforms(url, v.value, undefined)));
         }
       }
     });
   }
 
-  /** Whether `value` conforms to the profile `url` (a profile discriminator): checked on a walk of its own. */
-  private conforms(url: string, value: unknown): boolean {
+  /** Whether `value` conforms to the profile `url`, checked on a walk of its own (its issues are not reported). */
+  private conforms(url: string, value: unknown, resource: unknown): boolean {
     const profile = this.lookup(url);
     if (!profile) return false;
     const walk = new ProfileWalk(this.registry, this.references, this.lookup, this.budget, this.requestBudget);
-    walk.resource = this.resource;
+    walk.root = this.root;
     walk.steps = this.steps;
-    walk.check(profile, value, profile.type, MAX_NESTED_PROFILES);
+    walk.check(profile, value, profile.type, MAX_NESTED_PROFILES, resource);
+    // Its required bindings are not decided here (that is asynchronous): a slice is told apart without them.
     return !walk.issues.some((issue) => issue.severity === 'error');
   }
 
@@ -328,7 +356,14 @@ class Context {
     readonly profile: CompiledProfile,
     readonly label: string,
     readonly depth: number,
+    /** %resource: the resource the values belong to. */
+    readonly resource: unknown,
   ) {}
+}
+
+/** Whether a resource of `resourceType` may stand where `types` are allowed. */
+function allowsResource(types: readonly { code: string }[], resourceType: string): boolean {
+  return types.some((t) => t.code === resourceType || t.code === 'Resource' || t.code === 'DomainResource');
 }
 
 /** A value and its `_name` sibling count as one: a primitive carried by an extension alone is present. */

@@ -15,7 +15,7 @@ import type { SqlDatabase } from '../storage/sql/database.js';
 import type { ResourceStore } from '../storage/store.js';
 import { TerminologyEngine } from '../terminology/engine.js';
 import type { ValidationIssue } from '../validation/validate.js';
-import { compileProfile, InvariantBudget, type CompiledProfile } from './compile.js';
+import { compileProfile, elementPathExists, InvariantBudget, type CompiledProfile } from './compile.js';
 import { ProfileWalk, type PendingBinding } from './conformance.js';
 import { mergeDifferential, readElements, type ProfileElement } from './elements.js';
 
@@ -94,6 +94,7 @@ export class StoredProfiles implements ProfileChecker {
     }
     // The profiles its types name (extensions, data types, slices, reference targets), found ahead of the walk.
     const nested = new Map<string, CompiledProfile>();
+    const skippedOf = new Map<string, CompiledProfile>();
     const walk = new ProfileWalk(
       this.registry,
       this.references,
@@ -119,12 +120,15 @@ export class StoredProfiles implements ProfileChecker {
       }
       await this.loadNested(profile, nested, 0);
       walk.check(profile, resource, type);
-      if (options.reportUnknown) {
-        for (const s of profile.skipped) {
-          issues.push(
-            warning(type, `constraint ${s.key} of ${s.element} (profile ${canonical}) is not checked: ${s.reason}`),
-          );
-        }
+      skippedOf.set(canonical, profile);
+    }
+    // What the profiles named, and those their types name, leave unchecked: each once.
+    const unchecked = options.reportUnknown ? new Map([...nested, ...skippedOf]) : new Map();
+    for (const [canonical, profile] of unchecked) {
+      for (const s of profile.skipped as CompiledProfile['skipped']) {
+        issues.push(
+          warning(type, `constraint ${s.key} of ${s.element} (profile ${canonical}) is not checked: ${s.reason}`),
+        );
       }
     }
     issues.push(...walk.issues);
@@ -142,7 +146,17 @@ export class StoredProfiles implements ProfileChecker {
     }
     for (const part of ['snapshot', 'differential'] as const) {
       const list = (definition[part] as { element?: unknown } | undefined)?.element;
-      if (list !== undefined) readElements(list, `StructureDefinition.${part}`, type);
+      if (list === undefined) continue;
+      const elements = readElements(list, `StructureDefinition.${part}`, type);
+      // A rule on an element the type does not have could never be met by any resource.
+      if (part === 'snapshot') continue;
+      elements.forEach((element, i) => {
+        if (!elementPathExists(this.registry, type, element.path)) {
+          throw new AppError('profile-invalid', `${element.path} is not an element of ${type}`, {
+            expression: `StructureDefinition.differential.element[${i}].path`,
+          });
+        }
+      });
     }
   }
 

@@ -29,11 +29,18 @@ export const REFUSED_PROFILES: RefusedProfile[] = [
     'cases/obs-value-min-profile.json',
     'cases/param-mintime-profile.json',
     'cases/parameters-profiled-resource-profiles-patient.json',
-    'cases/parameters-profiled-resource-profiles-patient2.json',
     'cases/profile-slicing-support-patient.json',
     'cases/profile-slicing-support-practitioner.json',
     'cases/profile-slicing-support-practitionerrole.json',
   ].map((file) => ({ file, refusal: 'sdf-14', repairable: true, reason: `Elements without ids. ${NOT_R4_VALID}` })),
+  {
+    file: 'cases/parameters-profiled-resource-profiles-patient2.json',
+    refusal: 'sdf-14',
+    repairable: false,
+    reason:
+      `Elements without ids. ${NOT_R4_VALID} Repaired, it is still refused (422 profile-invalid): it constrains ` +
+      'Patient.dateOfBirth, which Patient does not have, so no resource could conform to it.',
+  },
   ...[
     'cases/parameters-profiled-resource-profile-params.json',
     'cases/parameters-profiled-resource-profile-params-multiples.json',
@@ -130,25 +137,15 @@ export const KNOWN_PROFILE_DISAGREEMENTS: KnownDisagreement[] = [
     reason:
       'Java finds the Organization failing uab-1 and its endpoint reference missing from the Bundle ' +
       '(aggregation "bundled"). uab-1 uses subsetOf(), outside the allow-list of FHIRPath functions for ' +
-      "profiles' invariants, so it is skipped; aggregation is not checked. (bug: $validate does not warn of " +
-      'the skipped uab-1, as it warns of those of the profiles it is asked for: the Organization profile is ' +
-      "reached through the Bundle profile's type.profile.)",
+      "profiles' invariants, so it is skipped; aggregation is not checked. $validate warns of the skipped uab-1.",
   },
   {
     name: 'parameters-profiled-resource-multiple',
     expected: 'valid',
     reason:
-      'bug: parameter.resource names two profiles in type.profile, and R4 asks conformance to at least one; we ' +
-      'require both. (The second also constrains Patient.dateOfBirth, which Patient does not have: the server ' +
-      'stores it and requires the element, so the resource conforms to neither.)',
-  },
-  {
-    name: 'profile-slicing-multiple',
-    expected: 'valid',
-    reason:
-      'bug: Bundle.entry is sliced by profile on resource; the Practitioner and the PractitionerRole entries ' +
-      '"conform" to the Patient profile of the first slice (its only rule, active present, holds for them), ' +
-      'because a resource is not required to be of the type a profile constrains, so all three fall in the ' +
-      'first slice (maximum 1, found 3).',
+      'parameter.resource names two profiles in type.profile; a value must conform to at least one. The first ' +
+      'requires Patient.name, which the Patient lacks; the second constrains Patient.dateOfBirth, which Patient ' +
+      'does not have, and the server refuses to store it. So the Patient conforms to no profile it holds, and ' +
+      'we refuse it; Java reports no issue at all on it (its outcome gives no reason).',
   },
 ];

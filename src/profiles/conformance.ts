@@ -161,11 +161,12 @@ export class ProfileWalk {
     if (!declared) return;
     if (type === 'Reference' && declared.targetProfile?.length && typeof value.reference === 'string') {
       const local = this.references.local(value.reference);
-      if (local) {
-        const targets = declared.targetProfile.map((url) => this.targetType(url)).filter((t) => t !== undefined);
-        if (targets.length && !targets.includes(local.type) && !targets.includes('Resource')) {
-          this.add(ctx, node, 'structure', `${path}.reference`, `must refer to a ${targets.join(' or ')}`);
-        }
+      // A target profile the server cannot use (unknown, or its base unknown) may be of any type: then the
+      // others do not narrow the reference either.
+      const targets = declared.targetProfile.map((url) => this.targetType(url));
+      const known = targets.every((t) => t !== undefined);
+      if (local && known && !targets.includes(local.type) && !targets.includes('Resource')) {
+        this.add(ctx, node, 'structure', `${path}.reference`, `must refer to a ${targets.join(' or ')}`);
       }
     }
     if (ctx.depth + 1 > MAX_NESTED_PROFILES) return;

@@ -264,30 +264,19 @@ export class ProfileWalk {
   private inSlice(slice: ElementNode, item: Item, discriminators: readonly Discriminator[]): boolean {
     this.step();
     return discriminators.every((d) => {
-      const target = d.path === '$this' ? slice : descend(slice, d.path);
+      const expected = stated(slice, d);
+      if (expected === undefined) return false;
       const values = d.path === '$this' ? [item] : this.valuesAt(item.value, d.path);
       switch (d.type) {
         case 'value':
-        case 'pattern': {
-          const expected = target?.fixed ?? target?.pattern ?? extensionUrl(slice, d.path);
-          if (expected === undefined) return false;
+        case 'pattern':
           return values.some((v) => matchesPattern(v.value, expected));
-        }
-        case 'exists': {
-          const mustExist = (target?.min ?? 0) > 0;
-          const mustNotExist = target?.max === 0;
-          if (!mustExist && !mustNotExist) return false;
-          return mustExist ? values.length > 0 : values.length === 0;
-        }
-        case 'type': {
-          const types = target?.types?.map((t) => t.code);
-          if (!types) return false;
-          return values.some((v) => types.includes(v.type ?? resourceTypeOf(v.value) ?? ''));
-        }
-        case 'profile': {
-          const urls = target?.types?.flatMap((t) => t.profile ?? []) ?? [];
-          return values.some((v) => urls.some((url) => this.conforms(url, v.value, undefined)));
-        }
+        case 'exists':
+          return expected === true ? values.length > 0 : values.length === 0;
+        case 'type':
+          return values.some((v) => (expected as string[]).includes(v.type ?? resourceTypeOf(v.value) ?? ''));
+        case 'profile':
+          return values.some((v) => (expected as string[]).some((url) => this.conforms(url, v.value, undefined)));
       }
     });
   }
@@ -374,13 +363,48 @@ function valuesOf(owner: JsonObject, key: string): unknown[] {
   return Array.isArray(value) ? value.filter((v) => v !== null) : [value];
 }
 
-function descend(node: ElementNode, path: string): ElementNode | undefined {
-  let current: ElementNode | undefined = node;
+/**
+ * The elements a discriminator path names below a slice: each element on the way and its slices (R4's
+ * blood pressure profile fixes component:SystolicBP.code.coding:SBPCode.code, for code.coding.code).
+ */
+function descend(node: ElementNode, path: string): ElementNode[] {
+  let current = [node];
   for (const name of path.split('.')) {
-    current = current?.children.get(name) ?? current?.children.get(`${name}[x]`);
-    if (!current) return undefined;
+    current = current.flatMap((n) => {
+      const child = n.children.get(name) ?? n.children.get(`${name}[x]`);
+      return child ? [child, ...child.slices] : [];
+    });
   }
   return current;
+}
+
+/**
+ * What a slice states for a discriminator to compare values with: a fixed or pattern value (or an
+ * extension's url), whether the element must be present, its types, its profiles; undefined if nothing.
+ */
+function stated(slice: ElementNode, d: Discriminator): unknown {
+  for (const target of d.path === '$this' ? [slice] : descend(slice, d.path)) {
+    const value = statedBy(target, d.type);
+    if (value !== undefined) return value;
+  }
+  return d.type === 'value' || d.type === 'pattern' ? extensionUrl(slice, d.path) : undefined;
+}
+
+function statedBy(target: ElementNode, type: Discriminator['type']): unknown {
+  switch (type) {
+    case 'value':
+    case 'pattern':
+      return target.fixed ?? target.pattern;
+    case 'exists':
+      if ((target.min ?? 0) > 0) return true;
+      return target.max === 0 ? false : undefined;
+    case 'type':
+      return target.types?.map((t) => t.code);
+    case 'profile': {
+      const urls = target.types?.flatMap((t) => t.profile ?? []) ?? [];
+      return urls.length > 0 ? urls : undefined;
+    }
+  }
 }
 
 /** An extension slice is told apart by its url, which its type's profile names. */

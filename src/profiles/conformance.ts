@@ -219,21 +219,27 @@ export class ProfileWalk {
     }
     const unsupported = slicing.discriminator.find((d) => !supportedPath(d.path));
     if (unsupported) {
-      this.issues.push({
-        severity: 'warning',
-        code: 'informational' as ValidationIssue['code'],
-        expression: fallbackPath,
-        diagnostics: `${fallbackPath}: slicing by ${unsupported.path} is not checked (profile ${ctx.label}, element ${node.id})`,
-        rule: 'base',
-        profile: ctx.label,
-      });
+      this.warn(ctx, node, fallbackPath, `slicing by ${unsupported.path} is not checked`);
       return;
     }
-    const counts = new Map<ElementNode, number>(node.slices.map((s) => [s, 0]));
+    // A slice that states nothing to compare a discriminator with (one told apart by a required binding: the
+    // walk expands no value set) is not checked, rather than found empty. The others are, unless the slicing
+    // is closed or ordered: a value in none of them may be in that one.
+    const vague = node.slices.filter((s) => slicing.discriminator.some((d) => stated(s, d) === undefined));
+    if (vague.length > 0) {
+      const why = `no discriminator value is stated for slice ${vague.map((s) => s.sliceName).join(', ')}`;
+      if (slicing.rules !== 'open' || slicing.ordered) {
+        this.warn(ctx, node, fallbackPath, `the slicing is not checked: ${why}`);
+        return;
+      }
+      this.warn(ctx, node, fallbackPath, `${why}: not checked`);
+    }
+    const slices = node.slices.filter((s) => !vague.includes(s));
+    const counts = new Map<ElementNode, number>(slices.map((s) => [s, 0]));
     let lastSlice = -1;
     let unmatchedSeen = false;
     items.forEach((item, i) => {
-      const index = node.slices.findIndex((slice) => this.inSlice(slice, item, slicing.discriminator));
+      const index = slices.findIndex((slice) => this.inSlice(slice, item, slicing.discriminator));
       if (index < 0) {
         unmatchedSeen = true;
         if (slicing.rules === 'closed') {
@@ -247,7 +253,7 @@ export class ProfileWalk {
         }
         return;
       }
-      const slice = node.slices[index];
+      const slice = slices[index];
       counts.set(slice, counts.get(slice)! + 1);
       if (slicing.ordered && index < lastSlice) {
         this.add(ctx, node, 'structure', paths[i], `slice ${slice.sliceName} is out of order (the slicing is ordered)`);
@@ -258,7 +264,7 @@ export class ProfileWalk {
       lastSlice = Math.max(lastSlice, index);
       this.item(ctx, slice, item, paths[i]);
     });
-    for (const slice of node.slices) this.cardinality(ctx, slice, counts.get(slice)!, fallbackPath);
+    for (const slice of slices) this.cardinality(ctx, slice, counts.get(slice)!, fallbackPath);
   }
 
   private inSlice(slice: ElementNode, item: Item, discriminators: readonly Discriminator[]): boolean {
@@ -327,6 +333,18 @@ export class ProfileWalk {
         `Checking the resource against its profiles took more than ${MAX_PROFILE_STEPS} steps (values and slices)`,
       );
     }
+  }
+
+  /** Something the profile says that this walk does not check. */
+  private warn(ctx: Context, node: ElementNode, path: string, message: string): void {
+    this.issues.push({
+      severity: 'warning',
+      code: 'informational',
+      expression: path,
+      diagnostics: `${path}: ${message} (profile ${ctx.label}, element ${node.id})`,
+      rule: 'base',
+      profile: ctx.label,
+    });
   }
 
   private add(ctx: Context, node: ElementNode, code: ValidationIssue['code'], path: string, message: string): void {

@@ -154,6 +154,7 @@ export function compileProfile(
     apply(target, element, budget, skipped, registry, profile.type);
   }
   restrictRenamedChoices(root);
+  sliceExtensionsByUrl(root);
   return {
     url: profile.url,
     ...(profile.version !== undefined ? { version: profile.version } : {}),
@@ -263,6 +264,18 @@ function restrictRenamedChoices(node: ElementNode): void {
   }
   for (const child of node.children.values()) restrictRenamedChoices(child);
   for (const slice of node.slices) restrictRenamedChoices(slice);
+}
+
+/**
+ * R4 slices every extension element by url, open (Element.extension): a differential over an R4 type
+ * states only its slices, since the base's snapshot carries the slicing.
+ */
+function sliceExtensionsByUrl(node: ElementNode): void {
+  if ((node.name === 'extension' || node.name === 'modifierExtension') && node.slices.length > 0) {
+    node.slicing ??= { discriminator: [{ type: 'value', path: 'url' }], ordered: false, rules: 'open' };
+  }
+  for (const child of node.children.values()) sliceExtensionsByUrl(child);
+  for (const slice of node.slices) sliceExtensionsByUrl(slice);
 }
 
 /**

@@ -93,14 +93,6 @@ export const KNOWN_PROFILE_DISAGREEMENTS: KnownDisagreement[] = [
       "Java's one error is a LOINC display that is not LOINC's (checked against a terminology server); LOINC is not " +
       'held here, and displays are not checked.',
   },
-  {
-    name: 'type-subtype-slicing1',
-    expected: 'valid',
-    reason:
-      'referenceRange is sliced by pattern on type and on appliesTo; Slice3 gives a pattern for type only. We match ' +
-      'a value to a slice only when the slice gives a value at every discriminator, so nothing is in Slice3 ' +
-      '(minimum 1, found 0); Java ignores a discriminator at which the slice states nothing.',
-  },
   ...['obs-value-min', 'obs-value-min-g', 'obs-value-max-g'].map((name) => ({
     name,
     expected: 'invalid' as const,

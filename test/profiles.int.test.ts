@@ -374,6 +374,69 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
     });
   });
 
+  describe('value bounds', () => {
+    const BOUNDED = `http://example.org/fhir/StructureDefinition/bounded-weight-${run}`;
+    const weight = (value: number, code: string) => ({
+      resourceType: 'Observation',
+      meta: { profile: [BOUNDED] },
+      status: 'final',
+      code: { text: 'weight' },
+      effectiveDateTime: '2024-06-15',
+      valueQuantity: { value, unit: code, system: 'http://unitsofmeasure.org', code },
+      note: [{ text: 'short' }],
+    });
+
+    beforeAll(async () => {
+      await store({
+        resourceType: 'StructureDefinition',
+        url: BOUNDED,
+        name: 'BoundedWeight',
+        status: 'active',
+        kind: 'resource',
+        abstract: false,
+        type: 'Observation',
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation',
+        derivation: 'constraint',
+        differential: {
+          element: [
+            { id: 'Observation', path: 'Observation' },
+            {
+              id: 'Observation.effective[x]',
+              path: 'Observation.effective[x]',
+              type: [{ code: 'dateTime' }],
+              minValueDateTime: '2024-01-01',
+            },
+            {
+              id: 'Observation.valueQuantity',
+              path: 'Observation.valueQuantity',
+              minValueQuantity: { value: 0.5, system: 'http://unitsofmeasure.org', code: 'kg' },
+              maxValueQuantity: { value: 300, system: 'http://unitsofmeasure.org', code: 'kg' },
+            },
+            { id: 'Observation.note.text', path: 'Observation.note.text', maxLength: 10 },
+          ],
+        },
+      });
+    });
+
+    it('holds values to minValue, maxValue (UCUM units converted) and maxLength', async () => {
+      expect((await fhir.post('/fhir/Observation', weight(70, 'kg'))).statusCode).toBe(201);
+      expect((await fhir.post('/fhir/Observation', weight(70_000, 'g'))).statusCode).toBe(201);
+      expectRefused(
+        await fhir.post('/fhir/Observation', weight(400_000, 'g')),
+        'Observation.valueQuantity: must be at most {"value":300',
+      );
+      expectRefused(await fhir.post('/fhir/Observation', weight(400, 'g')), 'must be at least {"value":0.5');
+      expectRefused(
+        await fhir.post('/fhir/Observation', { ...weight(70, 'kg'), effectiveDateTime: '2023-12-31T23:00:00Z' }),
+        'Observation.effectiveDateTime: must be at least "2024-01-01"',
+      );
+      expectRefused(
+        await fhir.post('/fhir/Observation', { ...weight(70, 'kg'), note: [{ text: 'much too long' }] }),
+        'Observation.note[0].text: must have at most 10 characters',
+      );
+    });
+  });
+
   describe('profiles of resources inside resources', () => {
     const NAMED = `http://example.org/fhir/StructureDefinition/named-patient-${run}`;
     const BORN = `http://example.org/fhir/StructureDefinition/born-patient-${run}`;

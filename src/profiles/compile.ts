@@ -32,6 +32,9 @@ export interface ElementNode {
   types?: ProfileType[];
   fixed?: unknown;
   pattern?: unknown;
+  minValue?: { name: string; value: unknown };
+  maxValue?: { name: string; value: unknown };
+  maxLength?: number;
   requiredBinding?: string;
   invariants: CompiledInvariant[];
   children: Map<string, ElementNode>;
@@ -232,6 +235,9 @@ function apply(
   if (element.type && element.type.length > 0) target.types = element.type;
   if (element.fixed) target.fixed = element.fixed.value;
   if (element.pattern) target.pattern = element.pattern.value;
+  if (element.minValue) target.minValue = element.minValue;
+  if (element.maxValue) target.maxValue = element.maxValue;
+  if (element.maxLength !== undefined) target.maxLength = element.maxLength;
   if (element.requiredBinding) target.requiredBinding = element.requiredBinding;
   if (element.slicing) target.slicing = element.slicing;
   for (const constraint of element.constraint ?? []) {
@@ -284,6 +290,7 @@ function sliceExtensionsByUrl(node: ElementNode): void {
  */
 function addsNothing(registry: R4Registry, type: string, element: ProfileElement): boolean {
   if (element.sliceName || element.slicing || element.fixed || element.pattern) return false;
+  if (element.minValue || element.maxValue || element.maxLength !== undefined) return false;
   if (element.id !== element.path) return false; // inside a slice
   if (element.path === type)
     return (element.constraint ?? []).every((c) => isBaseInvariant(registry, type, type, c.key));

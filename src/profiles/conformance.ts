@@ -10,6 +10,7 @@ import type { RequestFhirPathBudget } from '../request-fhirpath/request-fhirpath
 import type { ValidationIssue } from '../validation/validate.js';
 import { typeOfSuffix, type CompiledProfile, type ElementNode, type InvariantBudget } from './compile.js';
 import type { Discriminator } from './elements.js';
+import { outOfBound } from './value-bounds.js';
 
 type JsonObject = Record<string, unknown>;
 
@@ -122,6 +123,15 @@ export class ProfileWalk {
     }
     if (node.pattern !== undefined && !matchesPattern(value, node.pattern)) {
       this.add(ctx, node, 'value', path, `must match the pattern ${preview(node.pattern)}`);
+    }
+    if (node.minValue && outOfBound(value, node.minValue, 'min')) {
+      this.add(ctx, node, 'value', path, `must be at least ${preview(node.minValue.value)}`);
+    }
+    if (node.maxValue && outOfBound(value, node.maxValue, 'max')) {
+      this.add(ctx, node, 'value', path, `must be at most ${preview(node.maxValue.value)}`);
+    }
+    if (node.maxLength !== undefined && typeof value === 'string' && [...value].length > node.maxLength) {
+      this.add(ctx, node, 'value', path, `must have at most ${node.maxLength} characters`);
     }
     if (node.requiredBinding) this.binding(ctx, node, value, path);
     if (node.types && isObject(value)) this.typeProfiles(ctx, node, item, value, path);

@@ -43,6 +43,11 @@ export interface ProfileElement {
   type?: ProfileType[];
   fixed?: { name: string; value: unknown };
   pattern?: { name: string; value: unknown };
+  /** minValue[x] and maxValue[x]: the bounds of a number, date, time or Quantity. */
+  minValue?: { name: string; value: unknown };
+  maxValue?: { name: string; value: unknown };
+  /** Characters a string may have at most. */
+  maxLength?: number;
   /** The value set of a required binding. */
   requiredBinding?: string;
   constraint?: ProfileConstraint[];
@@ -114,7 +119,10 @@ function readElement(raw: JsonObject, id: string, path: string, sliceName: strin
   for (const [key, value] of Object.entries(raw)) {
     if (key.startsWith('fixed') && key.length > 5) element.fixed = { name: key, value };
     else if (key.startsWith('pattern') && key.length > 7) element.pattern = { name: key, value };
+    else if (key.startsWith('minValue') && key.length > 8) element.minValue = { name: key, value };
+    else if (key.startsWith('maxValue') && key.length > 8) element.maxValue = { name: key, value };
   }
+  if (typeof raw.maxLength === 'number') element.maxLength = raw.maxLength;
   const binding = raw.binding;
   if (isObject(binding) && binding.strength === 'required' && typeof binding.valueSet === 'string') {
     element.requiredBinding = binding.valueSet;

@@ -374,6 +374,73 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
     });
   });
 
+  describe('slices told apart by a required binding', () => {
+    const PROBLEM = `http://example.org/fhir/StructureDefinition/problem-${run}`;
+    const PROBLEM_CATEGORIES = `http://example.org/fhir/ValueSet/problem-categories-${run}`;
+    const CATEGORY = 'http://terminology.hl7.org/CodeSystem/condition-category';
+    const condition = (...codes: string[]) => ({
+      resourceType: 'Condition',
+      meta: { profile: [PROBLEM] },
+      subject: { display: 'someone' },
+      category: codes.map((code) => ({ coding: [{ system: CATEGORY, code }] })),
+      code: { text: 'asthma' },
+    });
+
+    beforeAll(async () => {
+      await store({
+        resourceType: 'ValueSet',
+        url: PROBLEM_CATEGORIES,
+        status: 'active',
+        compose: { include: [{ system: CATEGORY, concept: [{ code: 'problem-list-item' }] }] },
+      });
+      await store({
+        resourceType: 'StructureDefinition',
+        url: PROBLEM,
+        name: 'Problem',
+        status: 'active',
+        kind: 'resource',
+        abstract: false,
+        type: 'Condition',
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Condition',
+        derivation: 'constraint',
+        differential: {
+          element: [
+            { id: 'Condition', path: 'Condition' },
+            {
+              id: 'Condition.category',
+              path: 'Condition.category',
+              slicing: { discriminator: [{ type: 'pattern', path: '$this' }], rules: 'open' },
+            },
+            {
+              id: 'Condition.category:problem',
+              path: 'Condition.category',
+              sliceName: 'problem',
+              min: 1,
+              max: '1',
+              binding: { strength: 'required', valueSet: PROBLEM_CATEGORIES },
+            },
+          ],
+        },
+      });
+    });
+
+    it('puts a value in the slice when its code is in the value set, and counts the slice', async () => {
+      expect((await fhir.post('/fhir/Condition', condition('problem-list-item'))).statusCode).toBe(201);
+      expect(
+        (await fhir.post('/fhir/Condition', condition('encounter-diagnosis', 'problem-list-item'))).statusCode,
+      ).toBe(201);
+      expectRefused(
+        await fhir.post('/fhir/Condition', condition('encounter-diagnosis')),
+        'minimum cardinality 1, found 0',
+        'element Condition.category:problem',
+      );
+      expectRefused(
+        await fhir.post('/fhir/Condition', condition('problem-list-item', 'problem-list-item')),
+        'maximum cardinality 1, found 2',
+      );
+    });
+  });
+
   describe('value bounds', () => {
     const BOUNDED = `http://example.org/fhir/StructureDefinition/bounded-weight-${run}`;
     const weight = (value: number, code: string) => ({

@@ -35,6 +35,20 @@ export interface PendingBinding {
 /** Resolves the profiles a type names (a slice's or an extension's), for `profile` discriminators and checks. */
 export type ProfileLookup = (url: string) => CompiledProfile | undefined;
 
+/** The codes of an expanded value set: `system|code`, and the codes alone (for a `code` with no system). */
+export interface ValueSetMembers {
+  readonly keys: ReadonlySet<string>;
+  readonly codes: ReadonlySet<string>;
+}
+
+/** The expansions of the value sets that tell slices apart, made before the walk; undefined when unknown. */
+export type MembersLookup = (valueSet: string) => ValueSetMembers | undefined;
+
+/** What a slice told apart by a required binding states: its value set. */
+class BindingValue {
+  constructor(readonly valueSet: string) {}
+}
+
 const isObject = (value: unknown): value is JsonObject =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -61,6 +75,7 @@ export class ProfileWalk {
     private readonly lookup: ProfileLookup,
     private readonly budget: InvariantBudget,
     private readonly requestBudget: RequestFhirPathBudget,
+    private readonly members: MembersLookup = () => undefined,
   ) {}
 
   /**
@@ -198,20 +213,8 @@ export class ProfileWalk {
   }
 
   private binding(ctx: Context, node: ElementNode, value: unknown, path: string): void {
-    const codings: PendingBinding['codings'] = [];
-    if (typeof value === 'string') codings.push({ code: value });
-    else if (isObject(value) && typeof value.code === 'string') {
-      codings.push({ ...(typeof value.system === 'string' ? { system: value.system } : {}), code: value.code });
-    } else if (isObject(value) && Array.isArray(value.coding)) {
-      for (const c of value.coding) {
-        if (isObject(c) && typeof c.code === 'string') {
-          codings.push({ ...(typeof c.system === 'string' ? { system: c.system } : {}), code: c.code });
-        }
-      }
-    }
-    if (codings.length === 0) {
-      if (isObject(value) && !Array.isArray(value.coding)) return; // text only: nothing coded to check
-    }
+    const codings = codingsOf(value);
+    if (codings.length === 0) return; // nothing coded (a CodeableConcept with text only)
     this.bindings.push({
       valueSet: node.requiredBinding!,
       codings,
@@ -235,7 +238,12 @@ export class ProfileWalk {
     // A slice that states nothing to compare a discriminator with (one told apart by a required binding: the
     // walk expands no value set) is not checked, rather than found empty. The others are, unless the slicing
     // is closed or ordered: a value in none of them may be in that one.
-    const vague = node.slices.filter((s) => slicing.discriminator.some((d) => stated(s, d) === undefined));
+    const vague = node.slices.filter((s) =>
+      slicing.discriminator.some((d) => {
+        const expected = stated(s, d);
+        return expected === undefined || (expected instanceof BindingValue && !this.members(expected.valueSet));
+      }),
+    );
     if (vague.length > 0) {
       const why = `no discriminator value is stated for slice ${vague.map((s) => s.sliceName).join(', ')}`;
       if (slicing.rules !== 'open' || slicing.ordered) {
@@ -283,6 +291,10 @@ export class ProfileWalk {
       const expected = stated(slice, d);
       if (expected === undefined) return false;
       const values = d.path === '$this' ? [item] : this.valuesAt(item.value, d.path);
+      if (expected instanceof BindingValue) {
+        const members = this.members(expected.valueSet)!;
+        return values.some((v) => codingsOf(v.value).some((c) => isMember(members, c)));
+      }
       switch (d.type) {
         case 'value':
         case 'pattern':
@@ -301,7 +313,14 @@ export class ProfileWalk {
   private conforms(url: string, value: unknown, resource: unknown): boolean {
     const profile = this.lookup(url);
     if (!profile) return false;
-    const walk = new ProfileWalk(this.registry, this.references, this.lookup, this.budget, this.requestBudget);
+    const walk = new ProfileWalk(
+      this.registry,
+      this.references,
+      this.lookup,
+      this.budget,
+      this.requestBudget,
+      this.members,
+    );
     walk.root = this.root;
     walk.steps = this.steps;
     walk.check(profile, value, profile.type, MAX_NESTED_PROFILES, resource);
@@ -422,7 +441,12 @@ function statedBy(target: ElementNode, type: Discriminator['type']): unknown {
   switch (type) {
     case 'value':
     case 'pattern':
-      return target.fixed ?? target.pattern;
+      // R4 lets a required binding tell slices apart where no value is fixed.
+      return (
+        target.fixed ??
+        target.pattern ??
+        (target.requiredBinding ? new BindingValue(target.requiredBinding) : undefined)
+      );
     case 'exists':
       if ((target.min ?? 0) > 0) return true;
       return target.max === 0 ? false : undefined;
@@ -433,6 +457,42 @@ function statedBy(target: ElementNode, type: Discriminator['type']): unknown {
       return urls.length > 0 ? urls : undefined;
     }
   }
+}
+
+/**
+ * The value sets that tell slices of `profile` apart (required bindings stated where a discriminator
+ * finds no fixed or pattern value), to expand before a walk.
+ */
+export function sliceValueSets(profile: CompiledProfile): string[] {
+  const found = new Set<string>();
+  const visit = (node: ElementNode) => {
+    for (const slice of node.slices) {
+      for (const d of node.slicing?.discriminator ?? []) {
+        const expected = stated(slice, d);
+        if (expected instanceof BindingValue) found.add(expected.valueSet);
+      }
+      visit(slice);
+    }
+    for (const child of node.children.values()) visit(child);
+  };
+  visit(profile.root);
+  return [...found];
+}
+
+/** The codes of a code, Coding or CodeableConcept. */
+function codingsOf(value: unknown): { system?: string; code: string }[] {
+  if (typeof value === 'string') return [{ code: value }];
+  if (!isObject(value)) return [];
+  if (typeof value.code === 'string') {
+    return [{ ...(typeof value.system === 'string' ? { system: value.system } : {}), code: value.code }];
+  }
+  return Array.isArray(value.coding) ? value.coding.flatMap(codingsOf) : [];
+}
+
+function isMember(members: ValueSetMembers, coding: { system?: string; code: string }): boolean {
+  return coding.system === undefined
+    ? members.codes.has(coding.code)
+    : members.keys.has(`${coding.system}|${coding.code}`);
 }
 
 /** An extension slice is told apart by its url, which its type's profile names. */

@@ -16,7 +16,7 @@ import type { ResourceStore } from '../storage/store.js';
 import { TerminologyEngine } from '../terminology/engine.js';
 import type { ValidationIssue } from '../validation/validate.js';
 import { compileProfile, elementPathExists, InvariantBudget, type CompiledProfile } from './compile.js';
-import { ProfileWalk, type PendingBinding } from './conformance.js';
+import { ProfileWalk, sliceValueSets, type PendingBinding, type ValueSetMembers } from './conformance.js';
 import { mergeDifferential, readElements, type ProfileElement } from './elements.js';
 
 /** Profiles one resource may name in meta.profile (and $validate's `profile`) that are checked. */
@@ -25,6 +25,8 @@ export const MAX_PROFILES_PER_RESOURCE = 20;
 const MAX_BASE_DEPTH = 8;
 /** Compiled profiles held, counted in elements (each a few hundred bytes compiled). */
 const CACHE_ELEMENTS = 100_000;
+/** Value sets expanded per resource to tell slices apart. */
+const MAX_SLICE_VALUE_SETS = 20;
 /** Required bindings checked per resource: each may expand a value set. */
 const MAX_BINDINGS_PER_RESOURCE = 200;
 
@@ -94,14 +96,7 @@ export class StoredProfiles implements ProfileChecker {
     }
     // The profiles its types name (extensions, data types, slices, reference targets), found ahead of the walk.
     const nested = new Map<string, CompiledProfile>();
-    const skippedOf = new Map<string, CompiledProfile>();
-    const walk = new ProfileWalk(
-      this.registry,
-      this.references,
-      (url) => nested.get(url),
-      this.budget,
-      new RequestFhirPathBudget(),
-    );
+    const used = new Map<string, CompiledProfile>();
     for (const canonical of canonicals) {
       if (canonical === `${R4_BASE}${type}`) continue; // the base validation's
       let profile: CompiledProfile | undefined;
@@ -119,11 +114,23 @@ export class StoredProfiles implements ProfileChecker {
         continue;
       }
       await this.loadNested(profile, nested, 0);
-      walk.check(profile, resource, type);
-      skippedOf.set(canonical, profile);
+      used.set(canonical, profile);
     }
+    const engine = new TerminologyEngine(
+      storedTerminology({ services: request.services, principal: CONFORMANCE_READER }),
+    );
+    const members = await this.sliceMembers(engine, [...used.values(), ...nested.values()]);
+    const walk = new ProfileWalk(
+      this.registry,
+      this.references,
+      (url) => nested.get(url),
+      this.budget,
+      new RequestFhirPathBudget(),
+      (valueSet) => members.get(valueSet),
+    );
+    for (const profile of used.values()) walk.check(profile, resource, type);
     // What the profiles named, and those their types name, leave unchecked: each once.
-    const unchecked = options.reportUnknown ? new Map([...nested, ...skippedOf]) : new Map();
+    const unchecked = options.reportUnknown ? new Map([...nested, ...used]) : new Map();
     for (const [canonical, profile] of unchecked) {
       for (const s of profile.skipped as CompiledProfile['skipped']) {
         issues.push(
@@ -132,8 +139,32 @@ export class StoredProfiles implements ProfileChecker {
       }
     }
     issues.push(...walk.issues);
-    issues.push(...(await this.bindings(request, walk.bindings, options.reportUnknown === true)));
+    issues.push(...(await this.bindings(engine, walk.bindings, options.reportUnknown === true)));
     return issues;
+  }
+
+  /**
+   * The expansions of the value sets that tell slices apart, at most MAX_SLICE_VALUE_SETS per resource;
+   * one the engine cannot expand is left out, and its slices are not checked (the walk warns).
+   */
+  private async sliceMembers(engine: TerminologyEngine, profiles: readonly CompiledProfile[]) {
+    const members = new Map<string, ValueSetMembers>();
+    const wanted = [...new Set(profiles.flatMap(sliceValueSets))].slice(0, MAX_SLICE_VALUE_SETS);
+    for (const url of wanted) {
+      try {
+        const vs = await engine.findValueSet(url);
+        if (!vs) continue;
+        const expansion = await engine.expandAll(vs);
+        const codes = [...expansion.values()];
+        members.set(url, {
+          keys: new Set(codes.map((c) => `${c.system}|${c.code}`)),
+          codes: new Set(codes.map((c) => c.code)),
+        });
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+      }
+    }
+    return members;
   }
 
   checkDefinition(definition: Record<string, unknown>): void {
@@ -286,7 +317,7 @@ export class StoredProfiles implements ProfileChecker {
 
   /** The required bindings' codes, decided by the terminology engine; value sets it cannot expand are not checked. */
   private async bindings(
-    request: FhirRequest,
+    engine: TerminologyEngine,
     pending: readonly PendingBinding[],
     reportUnchecked: boolean,
   ): Promise<ValidationIssue[]> {
@@ -297,9 +328,6 @@ export class StoredProfiles implements ProfileChecker {
         `A resource may have at most ${MAX_BINDINGS_PER_RESOURCE} codes in required bindings of its profiles`,
       );
     }
-    const engine = new TerminologyEngine(
-      storedTerminology({ services: request.services, principal: CONFORMANCE_READER }),
-    );
     const valueSets = new Map<string, Promise<ValueSetResource | undefined>>();
     const issues: ValidationIssue[] = [];
     for (const binding of pending) {

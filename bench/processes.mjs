@@ -26,13 +26,16 @@ export function serveArgs(root, extra = []) {
   return [...words.slice(1, bin), join(root, 'bin', 'ambient-fhir.js'), 'serve', ...words.slice(bin + 2), ...extra];
 }
 
-/** Runs a command to completion; resolves with its output, rejects (with the output) on a non-zero exit. */
-export function run(command, args, { env = {}, input } = {}) {
+/**
+ * Runs a command to completion; resolves with its output, rejects (with the output) on a non-zero exit.
+ * `stderr: 'inherit'`: its stderr (progress) goes to this process's as it comes, and the output is its stdout.
+ */
+export function run(command, args, { env = {}, input, stderr = 'pipe' } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', stderr] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
+    child.stderr?.on('data', (d) => (out += d));
     child.on('exit', (code) =>
       code === 0 ? resolve(out) : reject(new Error(`${command} ${args.join(' ')} exited ${code}:\n${out}`)),
     );

@@ -5,7 +5,8 @@
 // Then, on a fresh database of its own, a synthetic data set of N resources (bench/synthetic.mjs): ingest
 // rate, size on disk and a search mix.
 // Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick] [--synthetic N] [--seed N]
-//                           [--no-workload] [--no-synthea] [--no-scale] [--only workload,synthea,synthetic,scale]
+//                           [--no-workload] [--no-synthea] [--no-scale] [--no-profiles]
+//                           [--only workload,synthea,synthetic,scale,profiles]
 //                           [--keep-synthetic]
 //                           [--no-governance]
 //   With the workload on SQLite, the workload runs a second time with AMBIENT_SEARCH_WORKERS=0 (searches
@@ -16,9 +17,12 @@
 //   --only synthetic: just the synthetic part (same as --no-workload --no-synthea).
 //   Scale (bench/scale.mjs, PostgreSQL): the workload with 1 process, 2 processes and searches on a replica,
 //   on a primary and standby of its own (needs the machine's PostgreSQL programs; skipped without them).
+//   Profiles (bench/profiles.mjs, on the same backends): Observation creates without a profile and naming
+//   the R4 vital signs profiles, their CPU per create against the R4 validation alone (--quick: its
+//   --quick).
 //   --keep-synthetic: keep the generated NDJSON and the synthetic SQLite database (their paths are printed).
-// Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench" and
-// "bench_synthetic" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
+// Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench",
+// "bench_synthetic" and "bench_profiles" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
 // AMBIENT_FIXTURES (default test/fixtures: the Synthea bundles and NDJSON, when present).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -64,6 +68,7 @@ const parts = {
   synthea: only ? only.includes('synthea') : !args.includes('--no-synthea'),
   synthetic: only ? only.includes('synthetic') : true,
   scale: only ? only.includes('scale') : !args.includes('--no-scale') && backends.includes('postgres'),
+  profiles: only ? only.includes('profiles') : !args.includes('--no-profiles'),
 };
 if (
   parts.synthea &&
@@ -426,4 +431,16 @@ if (parts.scale) {
     .filter((line) => !line.startsWith('scale: '))
     .join('\n');
   console.log(`\nScale (PostgreSQL): processes and replicas\n\n${report.trim()}`);
+}
+if (parts.profiles) {
+  // Its own process, with its own databases (the schema bench_profiles) and calibration lines.
+  console.error('profiles: Observation creates with and without the R4 vital signs profiles...');
+  const profileArgs = [
+    join(ROOT, 'bench', 'profiles.mjs'),
+    '--backends',
+    backends.filter((b) => b !== 'sqlite-inline').join(','),
+    ...(quick ? ['--quick'] : []),
+  ];
+  const report = await run(process.execPath, profileArgs, { stderr: 'inherit' });
+  console.log(`\nProfiles: what enforcing stored profiles costs\n${report.trimEnd()}`);
 }

@@ -20,22 +20,30 @@
 //   --quick: 50 subscriptions, 200 writes per phase, 400 notifications, 20 light-load writes (a smoke run).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; the schema
 // "bench_subscriptions" is recreated in it).
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { freePort, postgresPid, run, startServer } from './processes.mjs';
+import { concurrently, cpuMs, markdown, percentiles, postgresCpuMs, round } from './measure.mjs';
+import {
+  commitOf,
+  connect,
+  createAccount,
+  freePort,
+  freshDatabase,
+  postgresPid,
+  printUsage,
+  reachableBackends,
+  startServer,
+} from './processes.mjs';
 import { calibrate } from './targets.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
-const POSTGRES_URL = process.env.AMBIENT_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SCHEMA = 'bench_subscriptions';
 
 const { values } = parseArgs({
@@ -49,19 +57,7 @@ const { values } = parseArgs({
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
-if (values.help) {
-  const header = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
-  console.log(
-    header
-      .slice(
-        0,
-        header.findIndex((line) => !line.startsWith('//')),
-      )
-      .map((line) => line.replace(/^\/\/ ?/, ''))
-      .join('\n'),
-  );
-  process.exit(0);
-}
+if (values.help) printUsage(import.meta.url);
 const quick = values.quick;
 const size = (name, full, small) => {
   const n = Number(values[name] ?? (quick ? small : full));
@@ -81,53 +77,9 @@ const POLL_MS = Number(process.env.AMBIENT_SUBSCRIPTION_POLL_MS ?? 250);
 /** No progress at the receiver for this long: the run stops and says where the notifications were. */
 const STALL_MS = 120_000;
 const CODE = { system: 'http://loinc.org', code: '8867-4' };
-const backends = values.backends.split(',');
+let backends = values.backends.split(',');
 
 const log = (message) => console.error(message);
-
-// ---- measuring -------------------------------------------------------------------------------------------
-
-const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim() || 100);
-
-/** CPU time (user + system, every thread) of a process, in ms; with its waited-for children's too. */
-function cpuMs(pid, withChildren = false) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const children = withChildren ? Number(fields[13]) + Number(fields[14]) : 0;
-    return (Number(fields[11]) + Number(fields[12]) + children) * TICK_MS;
-  } catch {
-    return 0;
-  }
-}
-
-/**
- * CPU of the postmaster, of the backends that ended (its children's) and of every live backend: all of
- * PostgreSQL's, so other clients of the same server count too.
- */
-function postgresCpuMs(pid) {
-  if (!pid) return 0;
-  let total = cpuMs(pid, true);
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (fields[1] === pid) total += (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
-}
-
-function percentiles(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
-  return { p50: round(at(0.5)), p99: round(at(0.99)), max: round(sorted[sorted.length - 1]) };
-}
-
-const round = (n, digits = 2) => Number(n.toFixed(digits));
 
 // ---- the receiver ----------------------------------------------------------------------------------------
 
@@ -193,23 +145,6 @@ async function startReceiver() {
 
 // ---- the server ------------------------------------------------------------------------------------------
 
-/** A fresh database: a new temporary SQLite file, or the PostgreSQL schema bench_subscriptions, recreated. */
-async function freshDatabase(backend) {
-  if (backend === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'ambient-bench-subscriptions-'));
-    const path = join(dir, 'bench.db');
-    return { url: `sqlite:${path}`, path, dispose: () => rmSync(dir, { recursive: true, force: true }) };
-  }
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
-  await client.connect();
-  await client.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-  await client.query(`CREATE SCHEMA ${SCHEMA}`);
-  await client.end();
-  const url = new URL(POSTGRES_URL);
-  url.searchParams.set('options', `-c search_path=${SCHEMA}`);
-  return { url: url.toString(), dispose: () => undefined };
-}
-
 /** Where the notifications are, read from the database itself: writes not yet matched, notifications queued. */
 async function openBacklog(backend, database) {
   if (backend === 'sqlite') {
@@ -230,27 +165,6 @@ async function openBacklog(backend, database) {
     }),
     close: () => client.end(),
   };
-}
-
-/** A client of the server with the bench account's token. */
-async function connect(url, password) {
-  const res = await fetch(`${url}/v1/ambient/api/auth/token`, {
-    method: 'POST',
-    body: new URLSearchParams({ username: 'bench', password }),
-  });
-  if (!res.ok) throw new Error(`token: HTTP ${res.status} ${await res.text()}`);
-  const { access_token: token } = await res.json();
-  const request = async (method, path, body) => {
-    const res = await fetch(`${url}/fhir${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`);
-    return text ? JSON.parse(text) : undefined;
-  };
-  return { request };
 }
 
 // ---- the workload ----------------------------------------------------------------------------------------
@@ -278,21 +192,6 @@ const subscription = (receiver, patient, i, payload) => ({
     ...(payload ? { payload: 'application/fhir+json' } : {}),
   },
 });
-
-/** `n` calls of `task(i)` from `clients` loops at once; answers each call's duration in ms. */
-async function concurrently(n, clients, task) {
-  const durations = new Array(n);
-  let next = 0;
-  const loop = async () => {
-    for (let i = next++; i < n; i = next++) {
-      const started = performance.now();
-      await task(i);
-      durations[i] = performance.now() - started;
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(clients, n) }, loop));
-  return durations;
-}
 
 /** `n` Observation creates, each for the Patient `patients[i % SUBS]`, with their timing and CPU. */
 async function writePhase(ctx, n, clients) {
@@ -430,7 +329,7 @@ async function lightLoad(ctx, n) {
 }
 
 async function benchBackend(backend) {
-  const database = await freshDatabase(backend);
+  const database = await freshDatabase(backend, SCHEMA);
   const receiver = await startReceiver();
   const env = {
     DATABASE_URL: database.url,
@@ -438,11 +337,7 @@ async function benchBackend(backend) {
     AMBIENT_SUBSCRIPTION_ENDPOINTS: `${receiver.base}/hook/`,
     AMBIENT_SUBSCRIPTION_MAX_PER_ACCOUNT: String(2 * SUBS),
   };
-  const password = `bench-${Math.random().toString(36).slice(2)}-pw`;
-  await run(process.execPath, [BIN, 'account', 'create', 'bench', '--password-stdin', '--scopes', 'system/*.cruds'], {
-    env,
-    input: `${password}\n`,
-  });
+  const password = await createAccount(ROOT, env);
   const server = await startServer(ROOT, env);
   const pgPid = backend === 'postgres' ? postgresPid() : undefined;
   const backlog = await openBacklog(backend, database);
@@ -523,14 +418,6 @@ async function benchBackend(backend) {
 
 // ---- the report ------------------------------------------------------------------------------------------
 
-function markdown(header, rows) {
-  return [
-    `| ${header.join(' | ')} |`,
-    `|${header.map(() => '---').join('|')}|`,
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ].join('\n');
-}
-
 function report(result) {
   const pgCols = result.backend === 'postgres';
   const writeRows = [...result.without.map((p) => ['none', p]), ...result.with.map((p) => [String(SUBS), p])].map(
@@ -605,28 +492,8 @@ if (!existsSync(join(ROOT, 'dist', 'main.js'))) {
   console.error('Build first: npm install (or npm run build).');
   process.exit(1);
 }
-if (backends.includes('postgres')) {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-  } catch (error) {
-    console.error(
-      `No PostgreSQL answers at ${POSTGRES_URL.replace(/\/\/([^:@/]*):[^@]*@/, '//$1:***@')} (${error.message}): the PostgreSQL part is skipped.`,
-    );
-    backends.splice(backends.indexOf('postgres'), 1);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-const commit = (() => {
-  try {
-    const head = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD']).toString().trim();
-    const dirty = execFileSync('git', ['-C', ROOT, 'status', '--porcelain', '--', 'src']).toString().trim();
-    return dirty ? `${head} (src/ modified)` : head;
-  } catch {
-    return 'unknown';
-  }
-})();
+backends = await reachableBackends(backends);
+const commit = commitOf(ROOT);
 log('calibrating (bench/calibrate.mjs)...');
 const calibrations = [await calibrate(ROOT)];
 const began = performance.now();

@@ -157,6 +157,7 @@ export function compileProfile(
     apply(target, element, budget, skipped, registry, profile.type);
   }
   restrictRenamedChoices(root);
+  dropRepeatedOnSlices(root);
   sliceExtensionsByUrl(root);
   return {
     url: profile.url,
@@ -256,6 +257,27 @@ function apply(
       skipped.push({ key: constraint.key, element: element.id, reason: error.message });
     }
   }
+}
+
+/**
+ * A snapshot repeats on each slice the invariants and the binding of the element it slices: rules that
+ * hold for every value already, so a value in a slice would be checked (and reported) twice.
+ */
+function dropRepeatedOnSlices(node: ElementNode): void {
+  for (const slice of node.slices) withoutRepeats(slice, node);
+  for (const child of node.children.values()) dropRepeatedOnSlices(child);
+}
+
+function withoutRepeats(inner: ElementNode, outer: ElementNode): void {
+  inner.invariants = inner.invariants.filter((i) => !outer.invariants.some((o) => o.key === i.key));
+  if (inner.requiredBinding !== undefined && inner.requiredBinding === outer.requiredBinding) {
+    delete inner.requiredBinding;
+  }
+  for (const [name, child] of inner.children) {
+    const same = outer.children.get(name);
+    if (same) withoutRepeats(child, same);
+  }
+  dropRepeatedOnSlices(inner);
 }
 
 /**

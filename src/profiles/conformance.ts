@@ -489,7 +489,7 @@ function codingsOf(value: unknown): { system?: string; code: string }[] {
   return Array.isArray(value.coding) ? value.coding.flatMap(codingsOf) : [];
 }
 
-function isMember(members: ValueSetMembers, coding: { system?: string; code: string }): boolean {
+export function isMember(members: ValueSetMembers, coding: { system?: string; code: string }): boolean {
   return coding.system === undefined
     ? members.codes.has(coding.code)
     : members.keys.has(`${coding.system}|${coding.code}`);

@@ -5,18 +5,14 @@
 // kept as skipped, with the reason, and $validate reports it.
 import type { R4Registry } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
-import {
-  compileRequestFhirPath,
-  RequestFhirPathBudget,
-  type RequestFhirPath,
-} from '../request-fhirpath/request-fhirpath.js';
+import { guardRequestFhirPath, RequestFhirPathBudget } from '../request-fhirpath/request-fhirpath.js';
+import { constraintOf, type CompiledConstraint } from '../validation/shapes.js';
 import type { Discriminator, ProfileElement, ProfileType, Slicing } from './elements.js';
 
 export interface CompiledInvariant {
-  key: string;
-  human: string;
   severity: 'error' | 'warning';
-  run: RequestFhirPath;
+  /** Evaluated as the base validation evaluates R4's (validation/invariants.ts), on a guarded tree. */
+  constraint: CompiledConstraint;
 }
 
 export interface ElementNode {
@@ -242,7 +238,7 @@ function apply(
   if (element.requiredBinding) target.requiredBinding = element.requiredBinding;
   if (element.slicing) target.slicing = element.slicing;
   for (const constraint of element.constraint ?? []) {
-    if (target.invariants.some((i) => i.key === constraint.key)) continue;
+    if (target.invariants.some((i) => i.constraint.key === constraint.key)) continue;
     // The base R4 invariants (ele-1, dom-2...) are the base validation's: a snapshot repeats them everywhere.
     if (isBaseInvariant(registry, type, element.path, constraint.key)) continue;
     if (!constraint.expression) {
@@ -250,8 +246,12 @@ function apply(
       continue;
     }
     try {
-      const run = compileRequestFhirPath(constraint.expression, budget);
-      target.invariants.push({ key: constraint.key, human: constraint.human, severity: constraint.severity, run });
+      const atom = guardRequestFhirPath(constraint.expression, budget);
+      const compiled = constraintOf(
+        { key: constraint.key, human: constraint.human, expression: constraint.expression },
+        atom,
+      );
+      target.invariants.push({ severity: constraint.severity, constraint: compiled });
     } catch (error) {
       if (!(error instanceof AppError)) throw error;
       skipped.push({ key: constraint.key, element: element.id, reason: error.message });
@@ -269,7 +269,9 @@ function dropRepeatedOnSlices(node: ElementNode): void {
 }
 
 function withoutRepeats(inner: ElementNode, outer: ElementNode): void {
-  inner.invariants = inner.invariants.filter((i) => !outer.invariants.some((o) => o.key === i.key));
+  inner.invariants = inner.invariants.filter(
+    (i) => !outer.invariants.some((o) => o.constraint.key === i.constraint.key),
+  );
   if (inner.requiredBinding !== undefined && inner.requiredBinding === outer.requiredBinding) {
     delete inner.requiredBinding;
   }

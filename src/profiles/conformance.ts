@@ -3,10 +3,12 @@
 // (collected here, decided by the terminology engine afterwards: profiles.ts). It runs after the base R4
 // validation, so it can take the instance's shape for granted (arrays where R4 allows many, objects for
 // complex types) and only adds what the profile narrows.
+import { toTypedValue, type TypedValue } from '@medplum/core';
 import type { R4Registry } from '../definitions/registry.js';
 import { AppError } from '../errors.js';
 import type { ReferenceParser } from '../fhir/references.js';
 import type { RequestFhirPathBudget } from '../request-fhirpath/request-fhirpath.js';
+import { evaluateInvariant, type InvariantScope } from '../validation/invariants.js';
 import type { ValidationIssue } from '../validation/validate.js';
 import { typeOfSuffix, type CompiledProfile, type ElementNode, type InvariantBudget } from './compile.js';
 import type { Discriminator } from './elements.js';
@@ -150,30 +152,26 @@ export class ProfileWalk {
     }
     if (node.requiredBinding) this.binding(ctx, node, value, path);
     if (node.types && isObject(value)) this.typeProfiles(ctx, node, item, value, path);
-    for (const invariant of node.invariants) {
-      if (!this.invariantHolds(invariant.run, value, ctx.resource)) {
-        this.issues.push({
-          severity: invariant.severity,
-          code: 'invariant',
-          expression: path,
-          diagnostics: `${path}: constraint ${invariant.key} failed: ${invariant.human} (profile ${ctx.label}, element ${node.id})`,
-          rule: 'invariant',
-          profile: ctx.label,
-        });
-      }
-    }
+    if (node.invariants.length > 0) this.invariants(ctx, node, item, path);
     if (isObject(value)) this.object(ctx, node, value, path);
   }
 
-  private invariantHolds(
-    run: (root: unknown, variables?: Record<string, unknown>) => unknown[],
-    value: unknown,
-    resource: unknown,
-  ) {
+  /** The node's invariants on one value, evaluated as the base validation evaluates R4's. */
+  private invariants(ctx: Context, node: ElementNode, item: Item, path: string): void {
     this.budget.current = this.requestBudget;
-    const result = run(value, { resource, rootResource: this.root });
-    // As for the base invariants: only `false` fails; empty means FHIRPath could not decide.
-    return !(result.length === 1 && result[0] === false);
+    const context: TypedValue = { type: fhirTypeOf(ctx, node, item), value: item.value };
+    const scope: InvariantScope = { resource: toTypedValue(ctx.resource), rootResource: toTypedValue(this.root) };
+    for (const { severity, constraint } of node.invariants) {
+      if (evaluateInvariant(constraint, context, scope) !== 'fail') continue;
+      this.issues.push({
+        severity,
+        code: 'invariant',
+        expression: path,
+        diagnostics: `${path}: constraint ${constraint.key} failed: ${constraint.human} (profile ${ctx.label}, element ${node.id})`,
+        rule: 'invariant',
+        profile: ctx.label,
+      });
+    }
   }
 
   /** Reference targets, and the profiles of data types and extensions that the server holds. */
@@ -396,6 +394,17 @@ class Context {
     /** %resource: the resource the values belong to. */
     readonly resource: unknown,
   ) {}
+}
+
+/** The FHIR type of a value as FHIRPath is told it: its choice type, resource type, the element's one type. */
+function fhirTypeOf(ctx: Context, node: ElementNode, item: Item): string {
+  if (node === ctx.profile.root) return ctx.profile.type;
+  const known = item.type ?? resourceTypeOf(item.value) ?? (node.types?.length === 1 ? node.types[0].code : undefined);
+  if (known) return known;
+  if (typeof item.value === 'string') return 'string';
+  if (typeof item.value === 'number') return 'decimal';
+  if (typeof item.value === 'boolean') return 'boolean';
+  return 'BackboneElement';
 }
 
 /** Whether a resource of `resourceType` may stand where `types` are allowed. */

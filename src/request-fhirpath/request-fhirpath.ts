@@ -178,14 +178,14 @@ function bracketNesting(expression: string): number {
 }
 
 /** A compiled request expression, evaluated against a resource under the request's budget. */
-export type RequestFhirPath = (root: unknown, variables?: Readonly<Record<string, unknown>>) => unknown[];
+export type RequestFhirPath = (root: unknown) => unknown[];
 
 /**
- * Parses and guards a request's FHIRPath. Throws 400 (`fhirpath-too-complex`, `fhirpath-unsupported`, or
- * `bad-request` for a syntax error) before anything runs; evaluation throws 422 `fhirpath-too-costly` once
- * the budget is spent.
+ * Parses and guards a request's FHIRPath as compileRequestFhirPath does, and answers the guarded tree, for a
+ * caller that evaluates it itself (a profile's invariants, with the validator's shortcuts). What a node
+ * throws past the budget is an AppError, in the cause chain of the engine's error.
  */
-export function compileRequestFhirPath(expression: string, budget: RequestFhirPathBudget): RequestFhirPath {
+export function guardRequestFhirPath(expression: string, budget: RequestFhirPathBudget): FhirPathAtom {
   const { maxLength, maxNesting } = budget.limits;
   if (expression.length > maxLength) {
     throw new AppError('fhirpath-too-complex', `The FHIRPath expression has more than ${maxLength} characters`);
@@ -200,11 +200,19 @@ export function compileRequestFhirPath(expression: string, budget: RequestFhirPa
     throw new AppError('bad-request', `Cannot parse the FHIRPath "${expression}": ${(error as Error).message}`);
   }
   guard(tree, budget, 0, expression);
-  return (root, variables) => {
+  return tree as unknown as FhirPathAtom;
+}
+
+/**
+ * Parses and guards a request's FHIRPath. Throws 400 (`fhirpath-too-complex`, `fhirpath-unsupported`, or
+ * `bad-request` for a syntax error) before anything runs; evaluation throws 422 `fhirpath-too-costly` once
+ * the budget is spent.
+ */
+export function compileRequestFhirPath(expression: string, budget: RequestFhirPathBudget): RequestFhirPath {
+  const tree = guardRequestFhirPath(expression, budget);
+  return (root) => {
     try {
-      const typed: Record<string, TypedValue> = {};
-      for (const [name, value] of Object.entries(variables ?? {})) typed[`%${name}`] = toTypedValue(value);
-      return evalFhirPathTyped(tree as unknown as FhirPathAtom, [toTypedValue(root)], typed).map((t) => t.value);
+      return evalFhirPathTyped(tree, [toTypedValue(root)]).map((t) => t.value);
     } catch (error) {
       // medplum wraps what a function throws in an Error whose cause it is.
       for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {

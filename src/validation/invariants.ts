@@ -5,6 +5,7 @@
  */
 import { evalFhirPathTyped, FhirPathAtom, ImpliesAtom, OrAtom, toTypedValue } from '@medplum/core';
 import type { TypedValue } from '@medplum/core';
+import { AppError } from '../errors.js';
 import type { CompiledConstraint } from './shapes.js';
 
 export interface InvariantScope {
@@ -52,6 +53,11 @@ function evaluate(constraint: CompiledConstraint, context: TypedValue, scope: In
   try {
     return outcomeOf(constraint, context, variables);
   } catch (err) {
+    // A budget that refuses the evaluation (a profile's invariant, under the request FHIRPath guard) is
+    // the request's answer, not the expression's failure. medplum wraps what a node throws.
+    for (let cause: unknown = err; cause instanceof Error; cause = cause.cause) {
+      if (cause instanceof AppError) throw cause;
+    }
     if (!invariantEvaluationErrors.has(constraint.key)) {
       invariantEvaluationErrors.set(constraint.key, (err as Error).message);
     }

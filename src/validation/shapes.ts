@@ -234,11 +234,16 @@ function toBindingCheck(url: string, valueSet: ValueSetRule | undefined): Bindin
 }
 
 function compileConstraints(rules: ElementRule['constraints']): CompiledConstraint[] {
-  return (rules ?? []).map((rule) => {
-    const atom = parseFhirPath(rule.expression);
-    const roots = rootIdentifiers(atom.child);
-    return { ...rule, atom, roots: roots ? [...roots] : undefined, shortCircuit: shortCircuitOf(atom) };
-  });
+  return (rules ?? []).map((rule) => constraintOf(rule, parseFhirPath(rule.expression)));
+}
+
+/** An invariant ready for evaluateInvariant, from its parsed (or guarded) expression. */
+export function constraintOf(
+  rule: { key: string; human: string; expression: string },
+  atom: FhirPathAtom,
+): CompiledConstraint {
+  const roots = rootIdentifiers(atom.child);
+  return { ...rule, atom, roots: roots ? [...roots] : undefined, shortCircuit: shortCircuitOf(atom) };
 }
 
 /**

@@ -15,6 +15,7 @@ import { sqliteTestDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
 import { fhirClient, passwordToken } from './support/fhir-client.js';
 import type { FhirClient } from './support/fhir-client.js';
+import { FULL } from './support/full-tests.js';
 import { httpInject } from './support/http-inject.js';
 import type { HttpInjector } from './support/http-inject.js';
 import { startServerProcess } from './support/server-process.js';
@@ -28,7 +29,7 @@ import type { ServerProcess } from './support/server-process.js';
  * its byte budget, STATEMENT_CACHE_LIMITS, each thread's heap grown by the requests).
  */
 /** `npm test` sends a third of the full run's searches (each as distinct); AMBIENT_FULL_TESTS=1 all of them. */
-const SEARCHES = process.env.AMBIENT_FULL_TESTS ? 1050 : 350;
+const SEARCHES = FULL ? 1050 : 350;
 /**
  * Issue 23's 250 MB. The full run ends 4-14 MB under it here, under tsx (which the built server, as
  * `npm start` runs it, does without: it starts ~50 MB lower); the full run gets 20 MB of room for the

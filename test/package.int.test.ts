@@ -19,9 +19,9 @@ import { fhirClient, passwordToken } from './support/fhir-client.js';
 import type { Bundle } from './support/fhir-client.js';
 import { httpInject } from './support/http-inject.js';
 import { startServerProcess } from './support/server-process.js';
+import { FULL } from './support/full-tests.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const FULL = Boolean(process.env.AMBIENT_FULL_TESTS);
 if (!FULL) console.log('package suite skipped: it runs with the long suites (npm run test:full)');
 
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {

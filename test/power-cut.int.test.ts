@@ -37,12 +37,12 @@ import { httpInject } from './support/http-inject.js';
 import { PowercutMount, powercutUnavailable } from './support/powercut.js';
 import type { PowercutCounters } from './support/powercut.js';
 import { startServerProcess } from './support/server-process.js';
+import { FULL } from './support/full-tests.js';
 import type { ServerProcess } from './support/server-process.js';
 
 const unavailable = powercutUnavailable();
 if (unavailable) console.warn(`power-cut suite skipped: ${unavailable}`);
 
-const FULL = Boolean(process.env.AMBIENT_FULL_TESTS);
 const SEED = Number(process.env.POWERCUT_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const WRITE_CUTS = Number(process.env.POWERCUT_WRITE_CUTS ?? (FULL ? 16 : 3));
 const CLIENTS = 6;

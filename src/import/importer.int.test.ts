@@ -15,6 +15,7 @@ import type { SqlDatabase } from '../storage/sql/database.js';
 import { BACKENDS, testDatabase } from '../../test/support/databases.js';
 import type { TestDatabase } from '../../test/support/databases.js';
 import { fixturesDir } from '../../test/support/fixtures.js';
+import { FULL } from '../../test/support/full-tests.js';
 import { Importer } from './importer.js';
 import { findSourceFiles, loadOrder } from './sources.js';
 import { ValidationPool } from './validation-pool.js';
@@ -93,7 +94,7 @@ describe.each(BACKENDS)('Importer on %s', (backend) => {
   };
 
   // The whole export on SQLite; on PostgreSQL the types Encounter needs (the rest in test:full).
-  const wholeExport = backend === 'sqlite' || Boolean(process.env.AMBIENT_FULL_TESTS);
+  const wholeExport = backend === 'sqlite' || FULL;
 
   it('loads the 10-patient bulk export, resolving its conditional references', async () => {
     const files = findSourceFiles([NDJSON]).filter(

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findSourceFiles } from '../import/sources.js';
 import { BACKENDS } from '../../test/support/databases.js';
 import { fixturesDir } from '../../test/support/fixtures.js';
+import { FULL } from '../../test/support/full-tests.js';
 import type { Node } from './expressions/evaluate.js';
 import { createSearchTestEnv } from '../../test/support/search-env.js';
 import type { SearchTestEnv } from '../../test/support/search-env.js';
@@ -164,7 +165,7 @@ describe.each(BACKENDS)('US Core 6.1.0 searches over Synthea on %s', (backend) =
       .map((f) => ({ f, size: readFileSync(join(bundles, f)).length }))
       .sort((a, b) => a.size - b.size)
       // The full run (AMBIENT_FULL_TESTS) loads 40 patients' bundles, the quick one the 4 smallest.
-      .slice(0, process.env.AMBIENT_FULL_TESTS ? 40 : 4)
+      .slice(0, FULL ? 40 : 4)
       .map(({ f }) => join(bundles, f));
     const files = findSourceFiles([
       join(bundles, 'practitionerInformation1559319163815.json.gz'),

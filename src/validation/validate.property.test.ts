@@ -12,11 +12,10 @@ import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../definitions/registry.js';
 import { arbitraryJson, arbitraryResource, arbitraryResourceLike } from '../../test/support/fhir-arbitraries.js';
 import { fixturesDir } from '../../test/support/fixtures.js';
+import { FULL, runs } from '../../test/support/full-tests.js';
 import { validateResource, type ValidationIssue } from './validate.js';
 
 const registry = loadR4Definitions();
-const FULL = Boolean(process.env.AMBIENT_FULL_TESTS);
-const runs = (quick: number, full: number) => ({ numRuns: FULL ? full : quick });
 
 const ISSUE_CODES = ['structure', 'required', 'value', 'invariant', 'code-invalid', 'invalid'];
 

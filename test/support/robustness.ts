@@ -1,6 +1,6 @@
 // Shared by the robustness suites (test/robustness*.test.ts): what "answered, never crashed" means for
 // one response, and the run counts of the property tests (quick by default, heavy with
-// AMBIENT_FULL_TESTS=1, which `npm run test:full` sets).
+// AMBIENT_FULL_TESTS=1: full-tests.ts).
 import { Writable } from 'node:stream';
 import { FHIR_JSON } from './fhir-client.js';
 import type { Reply } from './fhir-client.js';
@@ -9,13 +9,7 @@ import { expect } from 'vitest';
 import { startTestApp } from './test-app.js';
 import type { TestApp } from './test-app.js';
 
-export const FULL = Boolean(process.env.AMBIENT_FULL_TESTS);
-
-/** fast-check run count: `quick` in `npm test`, `full` in `npm run test:full`. */
-export function runs(quick: number, full: number): { numRuns: number } {
-  return { numRuns: FULL ? full : quick };
-}
-
+export { FULL, runs } from './full-tests.js';
 export { FHIR_JSON };
 
 /** The server errors (logged with their stack) since the last call, so a 500 names its cause. */

@@ -8,6 +8,7 @@ import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../../definitions/registry.js';
 import { fixturesDir } from '../../../test/support/fixtures.js';
+import { FULL } from '../../../test/support/full-tests.js';
 import { FhirPathCompiler, referencedType, TypeModel } from './evaluate.js';
 import { parseFhirPathSubset } from './parser.js';
 
@@ -171,8 +172,7 @@ function canonical(values: readonly unknown[]): string[] {
 }
 
 function examples(): Record<string, unknown>[] {
-  const full = process.env.AMBIENT_FULL_TESTS;
-  if (full) {
+  if (FULL) {
     const text = gunzipSync(
       readFileSync(join(fixturesDir(), 'r4-spec-examples', 'all-r4-examples.ndjson.gz')),
     ).toString('utf8');

@@ -1,13 +1,13 @@
 // The web console as a person uses it, in headless Chromium (Debian's /usr/bin/chromium, driven by
-// playwright-core) against a real `serve` process on each database, through the accessible names the
-// console promises (docs/console.md): sign in, search and page, open a resource, edit it with an invalid
-// value and see the error next to its path, fix it, see the new version in the history, create one,
-// delete one after confirming; find a code with $expand and insert it into a new resource; a stored
-// narrative's script, handler and javascript: link do nothing; an API error, a 403 and $expand's 404
-// and 422 are shown as text; what refers to a Practitioner and to an Organization; the selected type's
-// count; signing out, a revoked token and an expired one (a second server whose tokens live 3 s) bring
-// back the sign-in form. Screenshots of the main screens at 1280x800 and 800x600 go to a temporary
-// folder (printed).
+// playwright-core) against a real `serve` process on SQLite (on each database in `npm run test:full`: the
+// console reaches a database only through the API, whose suites run on both), through the accessible names
+// the console promises (docs/console.md): sign in, search and page, open a resource, edit it with an
+// invalid value and see the error next to its path, fix it, see the new version in the history, create
+// one, delete one after confirming; find a code with $expand and insert it into a new resource; a stored
+// narrative's script, handler and javascript: link do nothing; an API error, a 403 and $expand's 404 and
+// 422 are shown as text; what refers to a Practitioner and to an Organization; the selected type's count;
+// signing out, a revoked token and an expired one (a second server whose tokens live 3 s) bring back the
+// sign-in form. Screenshots of the main screens at 1280x800 and 800x600 go to a temporary folder (printed).
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountStore } from '../src/auth/accounts.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import type { SqlDatabase } from '../src/storage/sql/database.js';
-import { BACKENDS, testDatabase } from './support/databases.js';
+import { backendsQuickOn, testDatabase } from './support/databases.js';
 import type { TestDatabase } from './support/databases.js';
 import { startServerProcess } from './support/server-process.js';
 import type { ServerProcess } from './support/server-process.js';
@@ -85,7 +85,7 @@ function apiOf(url: string, token: string): Api {
   };
 }
 
-describe.skipIf(!HAVE_CHROMIUM).each(BACKENDS)('the web console in Chromium on %s', (backend) => {
+describe.skipIf(!HAVE_CHROMIUM).each(backendsQuickOn('sqlite'))('the web console in Chromium on %s', (backend) => {
   let database: TestDatabase;
   let server: ServerProcess;
   /** A second server on the same database whose tokens live SHORT_TOKEN_TTL seconds. */

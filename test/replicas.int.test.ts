@@ -15,6 +15,7 @@ import { AccountStore } from '../src/auth/accounts.js';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/storage/open-database.js';
 import { BulkClient } from './support/bulk-export-client.js';
+import { FULL } from './support/full-tests.js';
 import {
   freePort,
   postgresServersUnavailable,
@@ -181,12 +182,14 @@ describe.skipIf(noStatementStats)('a synchronous standby behind serve processes'
     removeServers([primary, standby]);
   });
 
-  it.each([
+  const cases: [string, string, number][] = [
     ['serve', 'one host', 1],
+    ['serve --workers 2', 'both hosts', 2],
     ['serve --workers 2', 'one host', 2],
     ['serve', 'both hosts', 1],
-    ['serve --workers 2', 'both hosts', 2],
-  ])(
+  ];
+  // `npm test`: the first two (one process and two workers, one host and both hosts); the full run all four.
+  it.each(FULL ? cases : cases.slice(0, 2))(
     '%s with DATABASE_URL naming %s: 300 searches of an account that never wrote run on the standby',
     async (_command, hosts, workers) => {
       const databaseUrl =

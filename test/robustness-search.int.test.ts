@@ -117,17 +117,18 @@ describe.each(BACKENDS)('robustness of search on %s', (backend) => {
   });
 
   it('answers every search parameter of every type with garbage values and modifiers', async () => {
-    // Quick run: each parameter gets 2 garbage values (rotating through the list) and one modifier, by GET or
-    // POST in turn. Full run: 12 values and every modifier per parameter, both ways (every value meets every
+    // Quick run: each parameter gets one garbage value (rotating through the whole list: every value meets
+    // the string, token, date, uri and reference parameters) and one modifier, the value by GET or POST in
+    // turn. Full run: 12 values and every modifier per parameter, both ways (every value meets every
     // parameter in the database-free parser suite, robustness-search-parser.test.ts).
-    const values = FULL ? 12 : 2;
+    const values = FULL ? 12 : 1;
     const modifiers = FULL ? GARBAGE_MODIFIERS.length : 1;
     const problems: string[] = [];
     let n = 0;
     for (const type of TYPES) {
       for (const { code } of registry.searchParameters(type)) {
         for (let i = 0; i < values; i++) {
-          const value = GARBAGE_SEARCH_VALUES[(n * 5 + i * 7) % GARBAGE_SEARCH_VALUES.length];
+          const value = GARBAGE_SEARCH_VALUES[(n + i * 7) % GARBAGE_SEARCH_VALUES.length];
           const via = FULL ? (['GET', 'POST'] as const) : ([n % 2 ? 'GET' : 'POST'] as const);
           for (const method of via) await probe(`/fhir/${type}`, [[code, value]], problems, method);
         }

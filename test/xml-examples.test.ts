@@ -12,7 +12,8 @@ import { SaxesParser } from 'saxes';
 import { describe, expect, it } from 'vitest';
 import { loadR4Definitions } from '../src/definitions/registry.js';
 import { fhirXml } from '../src/fhir/xml/fhir-xml.js';
-import { fixturesDir } from './support/fixtures.js';
+import { everyTypeAndEveryNth, fixturesDir } from './support/fixtures.js';
+import { FULL } from './support/full-tests.js';
 
 type Json = Record<string, unknown>;
 
@@ -250,15 +251,7 @@ describe("HL7's XML examples (fhir-test-cases)", () => {
 describe('the fhir package, an independent implementation of R4 XML', () => {
   // Its converters take ~15 ms an example: a sample (every R4 resource type) in `npm test`, all with
   // AMBIENT_FULL_TESTS=1.
-  const seen = new Set<string>();
-  const sample = process.env.AMBIENT_FULL_TESTS
-    ? examples
-    : examples.filter(({ resource }, i) => {
-        const type = String(resource.resourceType);
-        const first = !seen.has(type);
-        seen.add(type);
-        return first || i % 40 === 0;
-      });
+  const sample = FULL ? examples : everyTypeAndEveryNth(examples, ({ resource }) => String(resource.resourceType), 40);
   const fhir = new Fhir();
 
   it(`reads our XML of ${sample.length} examples into their JSON`, () => {

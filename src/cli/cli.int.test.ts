@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { cliProcess as cli } from '../../test/support/cli-process.js';
 import type { CliResult as Result } from '../../test/support/cli-process.js';
+import { FULL } from '../../test/support/full-tests.js';
 import { createCommands } from './commands.js';
 import { runCli } from './main.js';
 
@@ -170,7 +171,10 @@ describe('start-up failures: one line, exit 1', () => {
       ['db', ['db', 'copy', '--to', 'postgres://127.0.0.1:1/target']],
     ];
     for (const [command, argv] of runs) {
-      const result = await cli(argv, { DATABASE_URL: UNREACHABLE_POSTGRES, PORT: '0' });
+      // Each a process of its own in the full run; `npm test` starts serve as one and runs the other commands
+      // in-process (the same code but src/main.ts's two lines, which serve goes through).
+      const run = FULL || command === 'serve' ? cli : inProcess;
+      const result = await run(argv, { DATABASE_URL: UNREACHABLE_POSTGRES, PORT: '0' });
       expect(result.code, command).toBe(1);
       expect(oneLine(result)).toBe(line(command));
       expect(result.stderr).not.toContain('s3cret');

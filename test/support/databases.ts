@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { FULL } from './full-tests.js';
 import { postgresTestUrl } from './provided.js';
 
 export interface TestDatabase {
@@ -50,6 +51,11 @@ export async function postgresTestDatabase(): Promise<TestDatabase> {
 export const BACKENDS: readonly ('sqlite' | 'postgres')[] = process.env.AMBIENT_TEST_PROCESSES
   ? ['postgres']
   : ['sqlite', 'postgres'];
+
+/** For a suite long on each database: only `quick` in `npm test`, BACKENDS in `npm run test:full`. */
+export function backendsQuickOn(quick: 'sqlite' | 'postgres'): readonly ('sqlite' | 'postgres')[] {
+  return FULL ? BACKENDS : [quick];
+}
 
 export function testDatabase(name: 'sqlite' | 'postgres'): Promise<TestDatabase> {
   return name === 'sqlite' ? Promise.resolve(sqliteTestDatabase()) : postgresTestDatabase();

@@ -10,3 +10,17 @@ const FIXTURES_DIR = fileURLToPath(new URL('../fixtures/', import.meta.url));
 export function fixturesDir(): string {
   return FIXTURES_DIR;
 }
+
+/**
+ * A sample of examples for the quick run: the first of every resource type and every `nth` one, in the
+ * order given (so that a run repeats).
+ */
+export function everyTypeAndEveryNth<T>(items: readonly T[], typeOf: (item: T) => string, nth: number): T[] {
+  const seen = new Set<string>();
+  return items.filter((item, i) => {
+    const type = typeOf(item);
+    const first = !seen.has(type);
+    seen.add(type);
+    return first || i % nth === 0;
+  });
+}

@@ -2,7 +2,7 @@
 // starting a server, PostgreSQL's pid, a fresh database, the bench account and a client of it, the usage
 // (a script's header comment) and the commit measured.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -178,6 +178,13 @@ export async function connect(url, password) {
     return text ? JSON.parse(text) : undefined;
   };
   return { request };
+}
+
+/** Exits with a word of advice when the server has not been built (the benchmarks run dist/). */
+export function requireBuild(root) {
+  if (existsSync(join(root, 'dist', 'main.js'))) return;
+  console.error('Build first: npm install (or npm run build).');
+  process.exit(1);
 }
 
 /** Prints the leading `//` comment of the script at `scriptUrl` (its usage) and exits. */

@@ -25,7 +25,7 @@
 //   --quick: 200 creates per phase and fewer in-process rounds (a smoke run).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; the schema
 // "bench_profiles" is recreated in it).
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -42,6 +42,7 @@ import {
   postgresPid,
   printUsage,
   reachableBackends,
+  requireBuild,
   startServer,
 } from './processes.mjs';
 import { calibrate } from './targets.mjs';
@@ -386,10 +387,7 @@ function inProcessReport(r) {
 
 // ---- main ------------------------------------------------------------------------------------------------
 
-if (!existsSync(join(ROOT, 'dist', 'main.js'))) {
-  console.error('Build first: npm install (or npm run build).');
-  process.exit(1);
-}
+requireBuild(ROOT);
 backends = await reachableBackends(backends);
 const commit = commitOf(ROOT);
 log('calibrating (bench/calibrate.mjs)...');

@@ -30,7 +30,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { syntheticExport } from './export.mjs';
-import { postgresPid, run, startServer as startProcess } from './processes.mjs';
+import { postgresPid, printUsage, requireBuild, run, startServer as startProcess } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { calibrate, targetsReport } from './targets.mjs';
 import { databaseBytes, generateSynthetic, syntheticChecks, syntheticMix, timedImport } from './synthetic.mjs';
@@ -44,20 +44,8 @@ const WORKLOAD = process.env.AMBIENT_BENCH_WORKLOAD ?? join(ROOT, 'bench', 'work
 const FIXTURES = process.env.AMBIENT_FIXTURES ?? join(ROOT, 'test', 'fixtures');
 const POSTGRES_URL = process.env.AMBIENT_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const args = process.argv.slice(2);
-if (args.includes('--help') || args.includes('-h')) {
-  // The usage is the header comment of this file.
-  const header = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
-  console.log(
-    header
-      .slice(
-        0,
-        header.findIndex((line) => !line.startsWith('//')),
-      )
-      .map((line) => line.replace(/^\/\/ ?/, ''))
-      .join('\n'),
-  );
-  process.exit(0);
-}
+// The usage is the header comment of this file.
+if (args.includes('--help') || args.includes('-h')) printUsage(import.meta.url);
 const quick = args.includes('--quick');
 const backendsArg = args[args.indexOf('--backends') + 1];
 const backends = args.includes('--backends') ? backendsArg.split(',') : ['sqlite', 'postgres'];
@@ -310,10 +298,7 @@ function syntheticReport(runs, generated) {
   return lines.join('\n');
 }
 
-if (!existsSync(join(ROOT, 'dist', 'main.js'))) {
-  console.error('Build first: npm install (or npm run build).');
-  process.exit(1);
-}
+requireBuild(ROOT);
 if (parts.workload && !existsSync(WORKLOAD)) {
   console.error(`The comparison workload is not at ${WORKLOAD} (set AMBIENT_BENCH_WORKLOAD).`);
   process.exit(1);

@@ -19,12 +19,12 @@
 // Exit status 0 only when every check passed on every database.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { freePort, run, serveArgs } from './processes.mjs';
+import { freePort, requireBuild, run, serveArgs } from './processes.mjs';
 import {
   countByIdentifierSystem,
   Ledger,
@@ -384,10 +384,7 @@ function printTable(results) {
   return failed.length === 0;
 }
 
-if (!existsSync(join(ROOT, 'dist', 'main.js'))) {
-  console.error('Build first: npm install (or npm run build).');
-  process.exit(1);
-}
+requireBuild(ROOT);
 const results = [];
 for (const backend of BACKENDS) results.push(await soakBackend(backend));
 const ok = printTable(results);

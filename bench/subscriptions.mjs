@@ -20,10 +20,8 @@
 //   --quick: 50 subscriptions, 200 writes per phase, 400 notifications, 20 light-load writes (a smoke run).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; the schema
 // "bench_subscriptions" is recreated in it).
-import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, totalmem } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -39,6 +37,7 @@ import {
   postgresPid,
   printUsage,
   reachableBackends,
+  requireBuild,
   startServer,
 } from './processes.mjs';
 import { calibrate } from './targets.mjs';
@@ -488,10 +487,7 @@ function report(result) {
 
 // ---- main ------------------------------------------------------------------------------------------------
 
-if (!existsSync(join(ROOT, 'dist', 'main.js'))) {
-  console.error('Build first: npm install (or npm run build).');
-  process.exit(1);
-}
+requireBuild(ROOT);
 backends = await reachableBackends(backends);
 const commit = commitOf(ROOT);
 log('calibrating (bench/calibrate.mjs)...');

@@ -22,48 +22,59 @@ interface Outcome {
   issue: { severity: string; code: string; diagnostics?: string; expression?: string[] }[];
 }
 
-/** A Patient profile written as a differential over R4's Patient. */
-function strictPatient(url: string, version = '1.0.0', genderValueSet?: string) {
+/**
+ * A profile of `type` stored as a differential of `element`, over R4's type unless `more` names another
+ * `baseDefinition` (`more` adds or replaces any other field: version, kind, context).
+ */
+function profileOf(url: string, type: string, element: Record<string, unknown>[], more: Record<string, unknown> = {}) {
   return {
     resourceType: 'StructureDefinition',
     url,
-    version,
-    name: 'StrictPatient',
+    name: 'TestProfile',
     status: 'active',
     kind: 'resource',
     abstract: false,
-    type: 'Patient',
-    baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient',
+    type,
+    baseDefinition: `http://hl7.org/fhir/StructureDefinition/${type}`,
     derivation: 'constraint',
-    differential: {
-      element: [
-        {
-          id: 'Patient',
-          path: 'Patient',
-          constraint: [
-            {
-              key: 'sp-1',
-              severity: 'error',
-              human: 'A patient needs a family name',
-              expression: 'name.family.exists()',
-            },
-          ],
-        },
-        { id: 'Patient.identifier', path: 'Patient.identifier', min: 1 },
-        { id: 'Patient.identifier.system', path: 'Patient.identifier.system', min: 1, fixedUri: SSN },
-        { id: 'Patient.birthDate', path: 'Patient.birthDate', min: 1 },
-        ...(genderValueSet
-          ? [
-              {
-                id: 'Patient.gender',
-                path: 'Patient.gender',
-                binding: { strength: 'required', valueSet: genderValueSet },
-              },
-            ]
-          : []),
-      ],
-    },
+    ...more,
+    differential: { element },
   };
+}
+
+/** A Patient profile written as a differential over R4's Patient. */
+function strictPatient(url: string, version = '1.0.0', genderValueSet?: string) {
+  return profileOf(
+    url,
+    'Patient',
+    [
+      {
+        id: 'Patient',
+        path: 'Patient',
+        constraint: [
+          {
+            key: 'sp-1',
+            severity: 'error',
+            human: 'A patient needs a family name',
+            expression: 'name.family.exists()',
+          },
+        ],
+      },
+      { id: 'Patient.identifier', path: 'Patient.identifier', min: 1 },
+      { id: 'Patient.identifier.system', path: 'Patient.identifier.system', min: 1, fixedUri: SSN },
+      { id: 'Patient.birthDate', path: 'Patient.birthDate', min: 1 },
+      ...(genderValueSet
+        ? [
+            {
+              id: 'Patient.gender',
+              path: 'Patient.gender',
+              binding: { strength: 'required', valueSet: genderValueSet },
+            },
+          ]
+        : []),
+    ],
+    { version },
+  );
 }
 
 /** A blood-pressure Observation profile: a pattern on code, component sliced by code (closed), Quantity values. */
@@ -76,36 +87,23 @@ function pressureProfile(url: string) {
       patternCodeableConcept: { coding: [{ system: LOINC, code }] },
     },
   ];
-  return {
-    resourceType: 'StructureDefinition',
-    url,
-    name: 'Pressure',
-    status: 'active',
-    kind: 'resource',
-    abstract: false,
-    type: 'Observation',
-    baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation',
-    derivation: 'constraint',
-    differential: {
-      element: [
-        { id: 'Observation.status', path: 'Observation.status', fixedCode: 'final' },
-        {
-          id: 'Observation.code',
-          path: 'Observation.code',
-          patternCodeableConcept: { coding: [{ system: LOINC, code: '85354-9' }] },
-        },
-        {
-          id: 'Observation.component',
-          path: 'Observation.component',
-          min: 2,
-          slicing: { discriminator: [{ type: 'pattern', path: 'code' }], ordered: true, rules: 'closed' },
-        },
-        { id: 'Observation.component.value[x]', path: 'Observation.component.value[x]', type: [{ code: 'Quantity' }] },
-        ...codeSlice('systolic', '8480-6'),
-        ...codeSlice('diastolic', '8462-4'),
-      ],
+  return profileOf(url, 'Observation', [
+    { id: 'Observation.status', path: 'Observation.status', fixedCode: 'final' },
+    {
+      id: 'Observation.code',
+      path: 'Observation.code',
+      patternCodeableConcept: { coding: [{ system: LOINC, code: '85354-9' }] },
     },
-  };
+    {
+      id: 'Observation.component',
+      path: 'Observation.component',
+      min: 2,
+      slicing: { discriminator: [{ type: 'pattern', path: 'code' }], ordered: true, rules: 'closed' },
+    },
+    { id: 'Observation.component.value[x]', path: 'Observation.component.value[x]', type: [{ code: 'Quantity' }] },
+    ...codeSlice('systolic', '8480-6'),
+    ...codeSlice('diastolic', '8462-4'),
+  ]);
 }
 
 const patient = (profile: string, extra: Record<string, unknown> = {}) => ({
@@ -316,23 +314,17 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
 
   describe('a profile derived from a stored profile', () => {
     beforeAll(async () => {
-      await store({
-        resourceType: 'StructureDefinition',
-        url: DERIVED,
-        name: 'ContactablePatient',
-        status: 'active',
-        kind: 'resource',
-        abstract: false,
-        type: 'Patient',
-        baseDefinition: `${PATIENT}|1.0.0`,
-        derivation: 'constraint',
-        differential: {
-          element: [
+      await store(
+        profileOf(
+          DERIVED,
+          'Patient',
+          [
             { id: 'Patient.telecom', path: 'Patient.telecom', min: 1 },
             { id: 'Patient.name', path: 'Patient.name', max: '1' },
           ],
-        },
-      });
+          { baseDefinition: `${PATIENT}|1.0.0` },
+        ),
+      );
     });
 
     it('holds a resource to its own rules and to its base profile', async () => {
@@ -393,35 +385,24 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
         status: 'active',
         compose: { include: [{ system: CATEGORY, concept: [{ code: 'problem-list-item' }] }] },
       });
-      await store({
-        resourceType: 'StructureDefinition',
-        url: PROBLEM,
-        name: 'Problem',
-        status: 'active',
-        kind: 'resource',
-        abstract: false,
-        type: 'Condition',
-        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Condition',
-        derivation: 'constraint',
-        differential: {
-          element: [
-            { id: 'Condition', path: 'Condition' },
-            {
-              id: 'Condition.category',
-              path: 'Condition.category',
-              slicing: { discriminator: [{ type: 'pattern', path: '$this' }], rules: 'open' },
-            },
-            {
-              id: 'Condition.category:problem',
-              path: 'Condition.category',
-              sliceName: 'problem',
-              min: 1,
-              max: '1',
-              binding: { strength: 'required', valueSet: PROBLEM_CATEGORIES },
-            },
-          ],
-        },
-      });
+      await store(
+        profileOf(PROBLEM, 'Condition', [
+          { id: 'Condition', path: 'Condition' },
+          {
+            id: 'Condition.category',
+            path: 'Condition.category',
+            slicing: { discriminator: [{ type: 'pattern', path: '$this' }], rules: 'open' },
+          },
+          {
+            id: 'Condition.category:problem',
+            path: 'Condition.category',
+            sliceName: 'problem',
+            min: 1,
+            max: '1',
+            binding: { strength: 'required', valueSet: PROBLEM_CATEGORIES },
+          },
+        ]),
+      );
     });
 
     it('puts a value in the slice when its code is in the value set, and counts the slice', async () => {
@@ -454,35 +435,24 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
     });
 
     beforeAll(async () => {
-      await store({
-        resourceType: 'StructureDefinition',
-        url: BOUNDED,
-        name: 'BoundedWeight',
-        status: 'active',
-        kind: 'resource',
-        abstract: false,
-        type: 'Observation',
-        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation',
-        derivation: 'constraint',
-        differential: {
-          element: [
-            { id: 'Observation', path: 'Observation' },
-            {
-              id: 'Observation.effective[x]',
-              path: 'Observation.effective[x]',
-              type: [{ code: 'dateTime' }],
-              minValueDateTime: '2024-01-01',
-            },
-            {
-              id: 'Observation.valueQuantity',
-              path: 'Observation.valueQuantity',
-              minValueQuantity: { value: 0.5, system: 'http://unitsofmeasure.org', code: 'kg' },
-              maxValueQuantity: { value: 300, system: 'http://unitsofmeasure.org', code: 'kg' },
-            },
-            { id: 'Observation.note.text', path: 'Observation.note.text', maxLength: 10 },
-          ],
-        },
-      });
+      await store(
+        profileOf(BOUNDED, 'Observation', [
+          { id: 'Observation', path: 'Observation' },
+          {
+            id: 'Observation.effective[x]',
+            path: 'Observation.effective[x]',
+            type: [{ code: 'dateTime' }],
+            minValueDateTime: '2024-01-01',
+          },
+          {
+            id: 'Observation.valueQuantity',
+            path: 'Observation.valueQuantity',
+            minValueQuantity: { value: 0.5, system: 'http://unitsofmeasure.org', code: 'kg' },
+            maxValueQuantity: { value: 300, system: 'http://unitsofmeasure.org', code: 'kg' },
+          },
+          { id: 'Observation.note.text', path: 'Observation.note.text', maxLength: 10 },
+        ]),
+      );
     });
 
     it('holds values to minValue, maxValue (UCUM units converted) and maxLength', async () => {
@@ -509,39 +479,17 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
     const BORN = `http://example.org/fhir/StructureDefinition/born-patient-${run}`;
     const BUNDLE = `http://example.org/fhir/StructureDefinition/patient-bundle-${run}`;
     const PARAMETERS = `http://example.org/fhir/StructureDefinition/either-parameters-${run}`;
-    const patientProfile = (url: string, path: string, expression?: string) => ({
-      resourceType: 'StructureDefinition',
-      url,
-      name: 'Inner',
-      status: 'active',
-      kind: 'resource',
-      abstract: false,
-      type: 'Patient',
-      baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient',
-      derivation: 'constraint',
-      differential: {
-        element: [
-          {
-            id: 'Patient',
-            path: 'Patient',
-            ...(expression ? { constraint: [{ key: 'in-1', severity: 'error', human: 'in-1', expression }] } : {}),
-          },
-          { id: path, path, min: 1 },
-        ],
-      },
-    });
-    const outerProfile = (url: string, type: string, element: Record<string, unknown>[]) => ({
-      resourceType: 'StructureDefinition',
-      url,
-      name: 'Outer',
-      status: 'active',
-      kind: 'resource',
-      abstract: false,
-      type,
-      baseDefinition: `http://hl7.org/fhir/StructureDefinition/${type}`,
-      derivation: 'constraint',
-      differential: { element: [{ id: type, path: type }, ...element] },
-    });
+    const patientProfile = (url: string, path: string, expression?: string) =>
+      profileOf(url, 'Patient', [
+        {
+          id: 'Patient',
+          path: 'Patient',
+          ...(expression ? { constraint: [{ key: 'in-1', severity: 'error', human: 'in-1', expression }] } : {}),
+        },
+        { id: path, path, min: 1 },
+      ]);
+    const outerProfile = (url: string, type: string, element: Record<string, unknown>[]) =>
+      profileOf(url, type, [{ id: type, path: type }, ...element]);
     const validate = async (url: string, resource: Record<string, unknown>) => {
       const res = await fhir.post(
         `/fhir/${String(resource.resourceType)}/$validate?profile=${encodeURIComponent(url)}`,
@@ -633,20 +581,13 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
 
   describe('abuse', () => {
     /** A Patient profile over R4 with these differential elements. */
-    const profileWith = (url: string, element: Record<string, unknown>[], base?: string) => ({
-      resourceType: 'StructureDefinition',
-      url,
-      name: 'Abuse',
-      status: 'active',
-      kind: 'resource',
-      abstract: false,
-      type: 'Patient',
-      baseDefinition: base ?? 'http://hl7.org/fhir/StructureDefinition/Patient',
-      derivation: 'constraint',
-      differential: {
-        element: element.some((e) => e.id === 'Patient') ? element : [{ id: 'Patient', path: 'Patient' }, ...element],
-      },
-    });
+    const profileWith = (url: string, element: Record<string, unknown>[], base?: string) =>
+      profileOf(
+        url,
+        'Patient',
+        element.some((e) => e.id === 'Patient') ? element : [{ id: 'Patient', path: 'Patient' }, ...element],
+        base ? { baseDefinition: base } : {},
+      );
     const invariant = (key: string, expression: string) => ({
       id: 'Patient',
       path: 'Patient',
@@ -735,25 +676,18 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
 
     it('bounds the values and slices one check visits: 422, nothing stored', async () => {
       const extension = `http://example.org/fhir/StructureDefinition/flag-${run}`;
-      await store({
-        resourceType: 'StructureDefinition',
-        url: extension,
-        name: 'Flag',
-        status: 'active',
-        kind: 'complex-type',
-        abstract: false,
-        context: [{ type: 'element', expression: 'Patient' }],
-        type: 'Extension',
-        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Extension',
-        derivation: 'constraint',
-        differential: {
-          element: [
+      await store(
+        profileOf(
+          extension,
+          'Extension',
+          [
             { id: 'Extension', path: 'Extension' },
             { id: 'Extension.url', path: 'Extension.url', fixedUri: extension },
             { id: 'Extension.value[x]', path: 'Extension.value[x]', type: [{ code: 'boolean' }] },
           ],
-        },
-      });
+          { kind: 'complex-type', context: [{ type: 'element', expression: 'Patient' }] },
+        ),
+      );
       // 50 slices told apart by profile: each value is walked against the extension profile per slice.
       const url = `http://example.org/fhir/StructureDefinition/many-slices-${run}`;
       await store(

@@ -28,9 +28,16 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { syntheticExport } from './export.mjs';
-import { postgresPid, printUsage, requireBuild, run, startServer as startProcess } from './processes.mjs';
+import {
+  freshDatabase,
+  postgresPid,
+  printUsage,
+  reachableBackends,
+  requireBuild,
+  run,
+  startServer as startProcess,
+} from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { calibrate, targetsReport } from './targets.mjs';
 import { databaseBytes, generateSynthetic, syntheticChecks, syntheticMix, timedImport } from './synthetic.mjs';
@@ -87,15 +94,7 @@ function peakRssMb(pid) {
 
 /** A fresh, empty database: a new temporary SQLite file, or the PostgreSQL schema `schema`, recreated. */
 async function databaseUrl(backend, schema = 'bench') {
-  if (backend === 'sqlite') return `sqlite:${join(mkdtempSync(join(tmpdir(), 'ambient-bench-')), `${schema}.db`)}`;
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
-  await client.connect();
-  await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await client.query(`CREATE SCHEMA ${schema}`);
-  await client.end();
-  const url = new URL(POSTGRES_URL);
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  return url.toString();
+  return (await freshDatabase(backend, schema)).url;
 }
 
 async function tokenFor(url, password) {
@@ -315,19 +314,8 @@ if (parts.synthetic) {
   generated = await generateSynthetic(dir, syntheticTotal, syntheticSeed);
 }
 // A bare machine has no PostgreSQL: the SQLite part still runs, and the run says what it left out.
-if (backends.includes('postgres')) {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-  } catch (error) {
-    console.error(
-      `No PostgreSQL answers at ${POSTGRES_URL.replace(/\/\/([^:@/]*):[^@]*@/, '//$1:***@')} (${error.message}): the PostgreSQL part is skipped (set AMBIENT_BENCH_POSTGRES_URL).`,
-    );
-    backends.splice(backends.indexOf('postgres'), 1);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
+const reachable = await reachableBackends(backends);
+backends.splice(0, backends.length, ...reachable);
 if (backends.length === 0) {
   console.error('No database left to run the benchmark on.');
   process.exit(1);

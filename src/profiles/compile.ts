@@ -48,8 +48,6 @@ export interface CompiledProfile {
   typeProfiles: string[];
   /** Invariants not checked, with the reason. */
   skipped: { key: string; element: string; reason: string }[];
-  /** Elements counted, for the cache's bound on memory. */
-  size: number;
 }
 
 /**
@@ -74,8 +72,7 @@ function node(id: string, name: string, sliceName?: string): ElementNode {
 
 /** `value[x]` for `valueQuantity` when the base type's element is a choice (a differential may name the type). */
 function choiceName(registry: R4Registry, type: string, parentPath: string, name: string): string | undefined {
-  const match = /^([a-z][A-Za-z0-9]*?)([A-Z][A-Za-z0-9]*)$/.exec(name);
-  if (!match) return undefined;
+  if (!/^[a-z][A-Za-z0-9]*[A-Z]/.test(name)) return undefined;
   for (let cut = name.length - 1; cut > 0; cut--) {
     if (!/[A-Z]/.test(name[cut])) continue;
     const candidate = `${name.slice(0, cut)}[x]`;
@@ -162,7 +159,6 @@ export function compileProfile(
     root,
     typeProfiles: [...typeProfiles],
     skipped,
-    size: elements.length,
   };
 }
 

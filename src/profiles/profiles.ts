@@ -115,6 +115,8 @@ export class StoredProfiles implements ProfileChecker {
       await this.loadNested(profile, nested, 0);
       used.set(canonical, profile);
     }
+    // Most writes name no profile: nothing to expand or walk.
+    if (used.size === 0) return issues;
     const engine = new TerminologyEngine(
       storedTerminology({ services: request.services, principal: CONFORMANCE_READER }),
     );
@@ -130,9 +132,9 @@ export class StoredProfiles implements ProfileChecker {
     );
     for (const profile of used.values()) walk.check(profile, resource, type);
     // What the profiles named, and those their types name, leave unchecked: each once.
-    const unchecked = options.reportUnknown ? new Map([...nested, ...used]) : new Map();
+    const unchecked = new Map<string, CompiledProfile>(options.reportUnknown ? [...nested, ...used] : []);
     for (const [canonical, profile] of unchecked) {
-      for (const s of profile.skipped as CompiledProfile['skipped']) {
+      for (const s of profile.skipped) {
         issues.push(
           warning(type, `constraint ${s.key} of ${s.element} (profile ${canonical}) is not checked: ${s.reason}`),
         );

@@ -520,6 +520,50 @@ describe.each(BACKENDS)('Subscription rules on %s', (backend) => {
       theirSocket.close();
     });
 
+    it('closes a connection when the token it was opened with expires', async () => {
+      const shortLived = await startTestApp(backend, { AMBIENT_TOKEN_TTL_SECONDS: '3' });
+      try {
+        const address = await shortLived.app.listen({ port: 0, host: '127.0.0.1' });
+        // Bound before it is active (binding asks only that it exists): the token's seconds are for the socket.
+        const client = await shortLived.client();
+        const created = await client.create({
+          resourceType: 'Subscription',
+          status: 'requested',
+          reason: 'x',
+          criteria: 'Patient?family=Expiring',
+          channel: { type: 'websocket' },
+        });
+        const id = created.json<Json>().id as string;
+        const socket = new WebSocket(`${address.replace(/^http/, 'ws')}/fhir/$subscription-websocket`, {
+          headers: client.auth,
+        });
+        const messages: string[] = [];
+        socket.on('message', (data) => messages.push(data.toString()));
+        const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+          socket.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+        );
+        await new Promise((resolve) => socket.once('open', resolve));
+        socket.send(`bind ${id}`);
+        await until('bound', async () => (messages.includes(`bound ${id}`) ? true : undefined));
+        expect(await closed).toEqual({ code: 1008, reason: 'access token expired' });
+        // The same token is refused for a new connection too.
+        await expect(
+          new Promise((resolve, reject) => {
+            const again = new WebSocket(`${address.replace(/^http/, 'ws')}/fhir/$subscription-websocket`, {
+              headers: client.auth,
+            });
+            again.once('open', () => resolve('open'));
+            again.once('unexpected-response', (request, response) => {
+              request.destroy();
+              reject(new Error(`HTTP ${response.statusCode}`));
+            });
+          }),
+        ).rejects.toThrow('HTTP 401');
+      } finally {
+        await shortLived.close();
+      }
+    });
+
     it('is advertised in the CapabilityStatement', async () => {
       const statement = (await admin.get('/fhir/metadata')).json<Json>();
       const extension = statement.rest[0].extension.find(

@@ -35,6 +35,7 @@ export class TokenPrincipal implements Principal {
     readonly username: string,
     private readonly token: ScopeSet,
     private readonly account: ScopeSet,
+    readonly expiresAt?: number,
   ) {}
 
   get scopes(): readonly string[] {
@@ -137,7 +138,7 @@ export class BearerAuthenticator implements Authenticator {
       accountScopes = new ScopeSet(account.scopes);
       accountScopeSets.set(account, accountScopes);
     }
-    const principal = new TokenPrincipal(account.id, account.username, token.scopes, accountScopes);
+    const principal = new TokenPrincipal(account.id, account.username, token.scopes, accountScopes, token.exp * 1000);
     rememberPrincipal(request, principal);
 
     if (account.rateLimit !== null) {

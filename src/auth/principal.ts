@@ -7,6 +7,8 @@ export interface Principal {
   readonly accountId: string;
   readonly username: string;
   readonly scopes: readonly string[];
+  /** When the caller's access token expires (ms since the epoch); undefined for callers without one. */
+  readonly expiresAt?: number;
   /** May this caller do `action` on resources of `type`? */
   canFhir(action: FhirAction, type: string): boolean;
   /** Has the caller this exact non-FHIR scope (scribe.read, scribe.write)? */

@@ -3,7 +3,8 @@
 // account owns, is answered `bound <id>`, and then gets `ping <id>` for each notification the dispatcher
 // queued for it (in whichever process), read here from the queue after the last one this process saw.
 // Bounded: sockets per process, bindings per socket, the text a client may send, and what may wait
-// unsent on a socket (a client that does not read is dropped).
+// unsent on a socket (a client that does not read is dropped). A connection lasts no longer than the
+// token it was opened with: at its expiry the server closes it (code 1008), as it would refuse a request.
 import type { Principal } from '../auth/principal.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { subscriptionsWhere } from './subscriptions.js';
@@ -29,15 +30,26 @@ const MAX_MESSAGE_CHARS = 200;
 /** Pings per poll at most: a burst beyond it is sent over the next polls. */
 const POLL_ROWS = 1000;
 const BIND = /^bind ([A-Za-z0-9\-.]{1,64})$/;
+/** setTimeout's longest delay; a token lives far shorter, this only keeps the timer valid. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 interface Binding {
   readonly id: string;
   readonly sockets: Set<HubSocket>;
 }
 
+interface SocketState {
+  readonly principal: Principal;
+  readonly bound: Set<number>;
+  /** Answered the last protocol ping. */
+  alive: boolean;
+  /** Closes the socket when its token expires. */
+  expiry?: NodeJS.Timeout;
+}
+
 export class WebsocketHub {
   private readonly bindings = new Map<number, Binding>();
-  private readonly sockets = new Map<HubSocket, { principal: Principal; bound: Set<number>; alive: boolean }>();
+  private readonly sockets = new Map<HubSocket, SocketState>();
   /** The last queued notification this process looked at; undefined while nothing is bound. */
   private cursor: number | undefined;
 
@@ -53,8 +65,16 @@ export class WebsocketHub {
       socket.close(1013, `at most ${MAX_SOCKETS_PER_ACCOUNT} websocket connections per account on this server process`);
       return;
     }
-    const state = { principal, bound: new Set<number>(), alive: true };
+    const state: SocketState = { principal, bound: new Set<number>(), alive: true };
     this.sockets.set(socket, state);
+    if (principal.expiresAt !== undefined) {
+      const closeAtExpiry = () => {
+        socket.close(1008, 'access token expired');
+        this.detach(socket);
+      };
+      state.expiry = setTimeout(closeAtExpiry, Math.min(MAX_TIMER_MS, Math.max(0, principal.expiresAt - Date.now())));
+      state.expiry.unref();
+    }
     socket.on('pong', () => {
       state.alive = true;
     });
@@ -99,7 +119,10 @@ export class WebsocketHub {
   }
 
   closeAll(): void {
-    for (const socket of this.sockets.keys()) socket.close(1001, 'server shutting down');
+    for (const [socket, state] of this.sockets) {
+      clearTimeout(state.expiry);
+      socket.close(1001, 'server shutting down');
+    }
     this.sockets.clear();
     this.bindings.clear();
   }
@@ -148,6 +171,7 @@ export class WebsocketHub {
     const state = this.sockets.get(socket);
     if (!state) return;
     this.sockets.delete(socket);
+    clearTimeout(state.expiry);
     for (const pk of state.bound) {
       const binding = this.bindings.get(pk);
       binding?.sockets.delete(socket);

@@ -2,7 +2,7 @@
 // script, so that `npm install` in a checkout and `npm install -g` of the package (docs/deploy.md) build it.
 // The extension lets the SQLite search pool stop a statement at its time budget (see
 // src/storage/sqlite/read-pool.ts), and the writer's watchdog stop a statement of the writer
-// (src/storage/sqlite/writer-watchdog.ts). It compiles against the SQLite headers better-sqlite3 ships, with
+// (src/storage/sqlite/statement-watchdog.ts). It compiles against the SQLite headers better-sqlite3 ships, with
 // the C compiler better-sqlite3's own build needs. Without a compiler the server still works: searches
 // past their budget are then stopped by ending their thread, the writer's statements are not bounded
 // (docs/storage.md), and this script says so.

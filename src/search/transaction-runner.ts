@@ -8,7 +8,7 @@
 //   and restored once after it, and for a search of one statement (conditional criteria) the restore
 //   rides in the statement itself: the server arms a statement's timeout when the statement starts, so a
 //   set_config inside it leaves its own bound in place and only unbounds the statements after it.
-// - SQLite's writer: its watchdog (storage/sqlite/writer-watchdog.ts) interrupts the statement from
+// - SQLite's writer: its watchdog (storage/sqlite/statement-watchdog.ts) interrupts the statement from
 //   another thread. The statement holds the event loop while it runs, so it is stopped at
 //   WRITER_HOLD_MS if the budget leaves more.
 import { AppError } from '../errors.js';

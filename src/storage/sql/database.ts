@@ -17,7 +17,7 @@ export interface SqlExecutor {
   /**
    * Runs a statement stopped at `deadline` (a `performance.now()` time), where this executor can stop its
    * own statements from another thread (SQLite's writer, with its watchdog); absent elsewhere. Stopped:
-   * StatementInterruptedError (storage/sqlite/writer-watchdog.ts).
+   * StatementInterruptedError (storage/sqlite/statement-watchdog.ts).
    */
   readonly queryUntil?: <T = Row>(sql: string, params: readonly SqlValue[], deadline: number) => Promise<T[]>;
 }

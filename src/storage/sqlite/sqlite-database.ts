@@ -4,7 +4,13 @@ import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Database as SqliteConnection, Statement } from 'better-sqlite3';
-import { budgetLeft, SerializationError, StatementInterruptedError, UniqueViolationError } from '../sql/database.js';
+import {
+  budgetLeft,
+  BudgetExceededError,
+  SerializationError,
+  StatementInterruptedError,
+  UniqueViolationError,
+} from '../sql/database.js';
 import type { ReadBudget, Row, SqlDatabase, SqlExecutor, SqlValue } from '../sql/database.js';
 import { sqliteDialect } from '../sql/dialect.js';
 import { Mutex } from '../sql/mutex.js';
@@ -13,7 +19,8 @@ import { interruptExtensionPath, SqliteReadPool } from './read-pool.js';
 import { preparedStatementBytes, statementCache } from './statement-cache.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
-import { WriterWatchdog } from './writer-watchdog.js';
+import { INLINE_LEASH_MS, INLINE_TICK_MS, SlowStatements } from './inline-searches.js';
+import { StatementWatchdog } from './statement-watchdog.js';
 import { sqliteFileName } from '../database-url.js';
 
 function open(fileName: string): SqliteConnection {
@@ -46,7 +53,9 @@ class ConnectionExecutor implements SqlExecutor {
 
   constructor(
     readonly connection: SqliteConnection,
-    private readonly watchdog?: WriterWatchdog,
+    private readonly watchdog?: StatementWatchdog,
+    /** Wake the watchdog for each deadline (false: its tick finds them; statement-watchdog.ts). */
+    private readonly urgentDeadlines = true,
   ) {
     if (watchdog) this.queryUntil = async (sql, params, deadline) => this.rows(sql, params, deadline);
   }
@@ -68,7 +77,7 @@ class ConnectionExecutor implements SqlExecutor {
     if (!this.watchdog || (deadline === undefined && limit === undefined)) return translateErrors(run);
     const until = deadline ?? performance.now() + limit!;
     try {
-      return translateErrors(() => this.watchdog!.run(until, deadline !== undefined, run));
+      return translateErrors(() => this.watchdog!.run(until, deadline !== undefined && this.urgentDeadlines, run));
     } catch (error) {
       // SQLite rolls the whole transaction back when it interrupts a write statement; a statement
       // after that would run outside it, in autocommit.
@@ -172,8 +181,11 @@ export class SqliteDatabase implements SqlDatabase {
   readonly checkpointer: Checkpointer | undefined;
   /** Searches, on worker threads with their own read-only connections (file databases). */
   readonly readPool: SqliteReadPool | undefined;
-  /** Stops the writer's statements at a deadline (writer-watchdog.ts); undefined without the extension. */
-  readonly watchdog: WriterWatchdog | undefined;
+  /** Stops the writer's statements at a deadline (statement-watchdog.ts); undefined without the extension. */
+  readonly watchdog: StatementWatchdog | undefined;
+  /** Stops the reader's inline search statements at their leash (inline-searches.ts). */
+  private readonly readerWatchdog: StatementWatchdog | undefined;
+  private readonly slowStatements = new SlowStatements();
   private readonly writeStatementLimitMs: number | undefined;
 
   constructor(databaseUrl: string, options: SqliteOptions = {}) {
@@ -185,10 +197,17 @@ export class SqliteDatabase implements SqlDatabase {
       this.readPool = new SqliteReadPool(fileName, readWorkers, { extension: extension ?? false });
     }
     const writer = open(fileName);
-    this.watchdog = WriterWatchdog.start(writer, extension);
+    this.watchdog = StatementWatchdog.start(writer, extension);
     this.writer = new ConnectionExecutor(writer, this.watchdog);
     this.writeStatementLimitMs = options.bulkLoad ? undefined : options.writeStatementLimitMs;
-    this.reader = fileName === ':memory:' ? undefined : new ConnectionExecutor(open(fileName));
+    if (fileName !== ':memory:') {
+      const reader = open(fileName);
+      // Only with a pool to fall back on: without one a search runs on the event loop anyway.
+      this.readerWatchdog = this.readPool
+        ? StatementWatchdog.start(reader, extension, { tickMs: INLINE_TICK_MS })
+        : undefined;
+      this.reader = new ConnectionExecutor(reader, this.readerWatchdog, false);
+    }
     if (fileName !== ':memory:') {
       const writer = this.writer.connection;
       // The worker cannot finish a checkpoint while writes keep arriving (each leaves new frames behind
@@ -228,14 +247,28 @@ export class SqliteDatabase implements SqlDatabase {
   }
 
   /**
-   * A search: on the read pool. An in-memory database cannot be shared with other threads (and with
+   * A search statement: first on the event loop on a leash, then on the read pool if it overran it
+   * (inline-searches.ts). An in-memory database cannot be shared with other threads (and with
    * AMBIENT_SEARCH_WORKERS=0 there is no pool), so there it runs on the event loop and is only checked
    * against its budget before it starts.
    */
   async boundedQuery<T = Row>(sql: string, params: readonly SqlValue[], budget: ReadBudget): Promise<T[]> {
-    if (this.readPool) return this.readPool.query<T>(sql, params, budget);
-    budgetLeft(budget);
-    return this.query<T>(sql, params);
+    if (!this.readPool) {
+      budgetLeft(budget);
+      return this.query<T>(sql, params);
+    }
+    if (this.readerWatchdog && this.reader?.queryUntil && !this.slowStatements.isSlow(sql)) {
+      budgetLeft(budget);
+      const leash = performance.now() + INLINE_LEASH_MS;
+      try {
+        return await this.reader.queryUntil<T>(sql, params, Math.min(leash, budget.deadline));
+      } catch (error) {
+        if (!(error instanceof StatementInterruptedError)) throw error;
+        if (budget.deadline <= leash) throw new BudgetExceededError(budget.limitMs, 'deadline');
+        this.slowStatements.mark(sql);
+      }
+    }
+    return this.readPool.query<T>(sql, params, budget);
   }
 
   /** One file, no replicas: the reader connection answers, as for any read. */
@@ -374,6 +407,7 @@ export class SqliteDatabase implements SqlDatabase {
         await this.checkpointer?.close();
         await this.readPool?.close();
         await this.watchdog?.close();
+        await this.readerWatchdog?.close();
         this.reader?.connection.close();
         this.writer.connection.close();
         await this.walFile?.close();

@@ -1,4 +1,4 @@
-// The memory the writer's watchdog (writer-watchdog.ts) shares with its thread (watchdog-worker.ts).
+// The memory the writer's watchdog (statement-watchdog.ts) shares with its thread (watchdog-worker.ts).
 
 /** Int32 slots. */
 export const GENERATION = 0;

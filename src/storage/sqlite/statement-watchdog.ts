@@ -1,14 +1,17 @@
-// A watchdog that stops a statement of the SQLite writer at a deadline. The writer runs on the event
-// loop (better-sqlite3: one synchronous native call per statement), so nothing on the main thread can
-// stop a statement once it started: a thread of its own, holding the writer's sqlite3 handle, calls
+// A watchdog that stops a statement of an SQLite connection on the main thread at a deadline: the writer
+// (the safety net of write transactions) and the reader that runs short searches inline (sqlite-database.ts).
+// better-sqlite3 runs a statement in one synchronous native call, so nothing on the main thread can stop
+// it once it started: a thread of its own, holding the connection's sqlite3 handle, calls
 // sqlite3_interrupt() on it (native/sqlite-interrupt.c) when the armed deadline passes.
 //
-// Arming must cost the write path nothing measurable, since every statement of a write transaction is
-// armed (the safety net, sqlite-database.ts): the deadline and a generation live in shared memory, so
-// arming and disarming are a few atomic operations, with no message and no system call. The thread is
-// woken only when it sleeps with no deadline at all, or when a deadline earlier than the one it sleeps
-// towards is armed (a bounded search's, `urgent`); otherwise it wakes at the deadline it last saw,
-// finds the statement it armed for long finished and sleeps towards the current one.
+// Arming must cost nothing measurable, since it happens per statement: the deadline and a generation live
+// in shared memory, so arming and disarming are a few atomic operations, with no message and no system
+// call. The thread is woken only when it sleeps with no deadline at all, or when a deadline earlier than
+// the one it sleeps towards is armed (`urgent`); otherwise it wakes at the deadline it last saw, finds the
+// statement it armed for long finished and sleeps towards the current one. With `tickMs` (the inline
+// reader, armed for every search) the thread, after an arm, keeps looking every `tickMs` for a while
+// instead of sleeping with no deadline, so that a burst of short statements wakes it a few hundred times a
+// second rather than once per statement; a statement then runs at most `tickMs` past its deadline.
 //
 // An interrupt must never reach a statement it was not armed for: the thread claims the generation it
 // saw (compare-and-exchange to FIRING) before it interrupts, and the main thread disarms with a
@@ -25,7 +28,7 @@ import type { WatchdogWorkerData } from './watchdog-worker.js';
 /** Generations are masked below it, so that they are never FIRING or CLOSED. */
 const GENERATION_MASK = 0x3fffffff;
 
-export class WriterWatchdog {
+export class StatementWatchdog {
   private readonly ints: Int32Array;
   private readonly times: Float64Array;
   private generation = 0;
@@ -36,6 +39,7 @@ export class WriterWatchdog {
   private constructor(
     private readonly handle: bigint,
     private readonly extension: string,
+    private readonly tickMs: number | undefined,
   ) {
     ({ ints: this.ints, times: this.times } = watchdogMemory());
     this.ints[FIRED] = FIRING;
@@ -47,6 +51,7 @@ export class WriterWatchdog {
       handle: this.handle,
       shared: this.ints.buffer as SharedArrayBuffer,
       origin: performance.timeOrigin,
+      tickMs: this.tickMs,
     };
     const thread = startWorker(new URL('./watchdog-worker.js', import.meta.url), { workerData });
     // Never what keeps the process alive; it waits on shared memory, not on messages.
@@ -59,10 +64,15 @@ export class WriterWatchdog {
   }
 
   /**
-   * A watchdog for `connection` (a writer on the main thread), or undefined where the interrupt
-   * extension (native/sqlite-interrupt.c) is not built or does not load: then statements are not bounded.
+   * A watchdog for `connection` (on the main thread), or undefined where the interrupt extension
+   * (native/sqlite-interrupt.c) is not built or does not load: then statements are not bounded. `tickMs`:
+   * see the header.
    */
-  static start(connection: SqliteConnection, extension: string | undefined): WriterWatchdog | undefined {
+  static start(
+    connection: SqliteConnection,
+    extension: string | undefined,
+    options: { tickMs?: number } = {},
+  ): StatementWatchdog | undefined {
     if (!extension) return undefined;
     try {
       // The typings lack the entry point argument better-sqlite3 takes.
@@ -76,7 +86,7 @@ export class WriterWatchdog {
         .get() as {
         handle: bigint;
       };
-      return new WriterWatchdog(handle, extension);
+      return new StatementWatchdog(handle, extension, options.tickMs);
     } catch (error) {
       process.emitWarning(
         `SQLite interrupt extension not loaded on the writer (${(error as Error).message}); its statements are not bounded`,

@@ -1,4 +1,4 @@
-// The writer's watchdog (writer-watchdog.ts) and the safety net it gives write transactions
+// The writer's watchdog (statement-watchdog.ts) and the safety net it gives write transactions
 // (sqlite-database.ts): a statement stopped at its deadline, and never one it was not armed for.
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,17 +8,17 @@ import { testDatabase } from '../../../test/support/databases.js';
 import type { TestDatabase } from '../../../test/support/databases.js';
 import { interruptExtensionPath } from './read-pool.js';
 import { SqliteDatabase } from './sqlite-database.js';
-import { WriterWatchdog } from './writer-watchdog.js';
+import { StatementWatchdog } from './statement-watchdog.js';
 
 /** Counts to `n`: about a second per 10 million here. */
 const COUNT = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c';
 
-describe('WriterWatchdog', () => {
+describe('StatementWatchdog', () => {
   const connection = new BetterSqlite3(':memory:');
-  let watchdog: WriterWatchdog;
+  let watchdog: StatementWatchdog;
 
   beforeAll(() => {
-    watchdog = WriterWatchdog.start(connection, interruptExtensionPath())!;
+    watchdog = StatementWatchdog.start(connection, interruptExtensionPath())!;
     expect(watchdog).toBeDefined();
   });
   afterAll(async () => {
@@ -49,7 +49,7 @@ describe('WriterWatchdog', () => {
   });
 
   it('is undefined without the extension', () => {
-    expect(WriterWatchdog.start(connection, undefined)).toBeUndefined();
+    expect(StatementWatchdog.start(connection, undefined)).toBeUndefined();
   });
 });
 

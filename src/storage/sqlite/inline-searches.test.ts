@@ -10,7 +10,7 @@ import type { ReadBudget } from '../sql/database.js';
 import { SlowStatements } from './inline-searches.js';
 import { SqliteDatabase } from './sqlite-database.js';
 
-/** Counts to `n`: about a second per 10 million here, far past the leash at 10 million. */
+/** Counts to `n`: about a second per 10 million here, far past the leash at 2 million. */
 const COUNT = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c';
 const budget = (ms: number): ReadBudget => ({ deadline: performance.now() + ms, limitMs: ms });
 
@@ -47,10 +47,12 @@ describe('search statements on a leash', () => {
   it('moves a statement that overruns the leash to a read worker, and its shape after it', async () => {
     const pool = vi.spyOn(db.readPool!, 'query');
     try {
-      expect(await db.boundedQuery<{ n: number }>(COUNT, [10_000_000], budget(60_000))).toEqual([{ n: 10_000_000 }]);
+      const long = db.boundedQuery<{ n: number }>(COUNT, [2_000_000], budget(60_000));
+      await new Promise((resolve) => setImmediate(resolve));
       expect(pool).toHaveBeenCalledTimes(1);
       // Marked slow: the next one of that text goes to a worker at once, even when short.
       expect(await db.boundedQuery<{ n: number }>(COUNT, [10], budget(60_000))).toEqual([{ n: 10 }]);
+      expect(await long).toEqual([{ n: 2_000_000 }]);
       expect(pool).toHaveBeenCalledTimes(2);
     } finally {
       pool.mockRestore();
@@ -70,13 +72,34 @@ describe('search statements on a leash', () => {
 });
 
 describe('SlowStatements', () => {
-  it('remembers a slow text for a minute, then tries it again', () => {
+  it('sends a text to the workers for 0.1 s per overrun, doubled per overrun in a row, up to a minute', () => {
     let now = 0;
     const slow = new SlowStatements(() => now);
-    slow.mark('SELECT 1');
+    slow.overran('SELECT 1');
     expect(slow.isSlow('SELECT 1')).toBe(true);
     expect(slow.isSlow('SELECT 2')).toBe(false);
-    now = 61_000;
+    now = 101;
+    expect(slow.isSlow('SELECT 1')).toBe(false);
+    slow.overran('SELECT 1');
+    now += 150;
+    expect(slow.isSlow('SELECT 1')).toBe(true);
+    now += 60;
+    expect(slow.isSlow('SELECT 1')).toBe(false);
+    for (let i = 0; i < 20; i++) slow.overran('SELECT 1');
+    now += 59_000;
+    expect(slow.isSlow('SELECT 1')).toBe(true);
+    now += 1_001;
+    expect(slow.isSlow('SELECT 1')).toBe(false);
+  });
+
+  it('forgets the overruns of a text that ran within the leash', () => {
+    let now = 0;
+    const slow = new SlowStatements(() => now);
+    for (let i = 0; i < 5; i++) slow.overran('SELECT 1');
+    now = 17_000;
+    slow.ranInline('SELECT 1');
+    slow.overran('SELECT 1');
+    now += 101;
     expect(slow.isSlow('SELECT 1')).toBe(false);
   });
 });

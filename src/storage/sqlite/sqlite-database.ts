@@ -261,11 +261,13 @@ export class SqliteDatabase implements SqlDatabase {
       budgetLeft(budget);
       const leash = performance.now() + INLINE_LEASH_MS;
       try {
-        return await this.reader.queryUntil<T>(sql, params, Math.min(leash, budget.deadline));
+        const rows = await this.reader.queryUntil<T>(sql, params, Math.min(leash, budget.deadline));
+        this.slowStatements.ranInline(sql);
+        return rows;
       } catch (error) {
         if (!(error instanceof StatementInterruptedError)) throw error;
         if (budget.deadline <= leash) throw new BudgetExceededError(budget.limitMs, 'deadline');
-        this.slowStatements.mark(sql);
+        this.slowStatements.overran(sql);
       }
     }
     return this.readPool.query<T>(sql, params, budget);

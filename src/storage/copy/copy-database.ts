@@ -234,9 +234,6 @@ export async function copyDatabase(
  * (run outside any transaction: VACUUM cannot run inside one).
  */
 export async function refreshCopiedStatistics(target: SqlDatabase): Promise<void> {
-  const statements = target.dialect.refreshStatistics(
-    COPIED_TABLES.map((t) => t.name),
-    true,
-  );
+  const statements = target.dialect.refreshStatistics(COPIED_TABLES.map((t) => t.name));
   for (const statement of statements) await target.execute(statement);
 }

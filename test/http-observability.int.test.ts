@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
+import { COMPRESSION_THRESHOLD_BYTES } from '../src/http/compression.js';
 import { startTestApp } from './support/test-app.js';
 import type { TestApp } from './support/test-app.js';
 import type { FhirClient } from './support/fhir-client.js';
@@ -60,24 +61,25 @@ describe('compression', () => {
     expect(decoded(identity)).toEqual(plain.json());
   });
 
-  it('a search page (a pre-serialised FHIR string) is compressed, and so is the scribe API', async () => {
+  // Routes outside /fhir are compressed too: the console's assets (test/console.int.test.ts).
+  it('a search page (a pre-serialised FHIR string) is compressed', async () => {
     const family = `Zip${randomUUID().slice(0, 8)}`;
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < 30; i++) {
       await fhir.create({ resourceType: 'Patient', name: [{ family, given: [`Given${i}`] }] });
     }
-    const url = `/fhir/Patient?family=${family}`;
+    const url = `/fhir/Patient?family=${family}&_count=30`;
     const plain = await get(url);
-    expect(plain.json().entry).toHaveLength(10);
+    expect(plain.json().entry).toHaveLength(30);
+    expect(plain.rawPayload.length).toBeGreaterThanOrEqual(COMPRESSION_THRESHOLD_BYTES);
     const gzip = await get(url, { 'accept-encoding': 'gzip' });
     expect(gzip.headers['content-encoding']).toBe('gzip');
     // The same page (a Bundle's id and lastUpdated are made per answer).
     const withoutStamp = ({ id: _id, meta: _meta, ...rest }: Record<string, unknown>) => rest;
     expect(withoutStamp(decoded(gzip) as Record<string, unknown>)).toEqual(withoutStamp(plain.json()));
 
-    const templates = await get('/v1/ambient/api/templates', { 'accept-encoding': 'br' });
-    expect(templates.statusCode).toBe(200);
-    expect(templates.headers['content-encoding']).toBe('br');
-    expect(decoded(templates)).toEqual((await get('/v1/ambient/api/templates')).json());
+    const br = await get(url, { 'accept-encoding': 'br' });
+    expect(br.headers['content-encoding']).toBe('br');
+    expect(withoutStamp(decoded(br) as Record<string, unknown>)).toEqual(withoutStamp(plain.json()));
   });
 
   it('an error large enough is compressed too; a tiny body never is', async () => {
@@ -93,6 +95,16 @@ describe('compression', () => {
     expect(bad.statusCode).toBeGreaterThanOrEqual(400);
     expect(bad.headers['content-encoding']).toBe('gzip');
     expect((decoded(bad) as { resourceType: string }).resourceType).toBe('OperationOutcome');
+
+    // Under the threshold, however much smaller it would get: a page of four Patients.
+    const family = `Small${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 4; i++) await fhir.create({ resourceType: 'Patient', name: [{ family }] });
+    const small = await get(`/fhir/Patient?family=${family}`, { 'accept-encoding': 'gzip, br' });
+    expect(small.json().entry).toHaveLength(4);
+    expect(small.rawPayload.length).toBeGreaterThan(1024);
+    expect(small.rawPayload.length).toBeLessThan(COMPRESSION_THRESHOLD_BYTES);
+    expect(small.headers['content-encoding']).toBeUndefined();
+    expect(small.headers.vary).toBeUndefined();
 
     const tiny = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'accept-encoding': 'gzip, br' } });
     expect(tiny.headers['content-encoding']).toBeUndefined();

@@ -32,6 +32,7 @@ import { scribeRoutes } from './scribe/routes.js';
 import { closeRefusedUpgrades, subscriptionRoutes } from './http/subscription-routes.js';
 import type { SqlDatabase } from './storage/sql/database.js';
 import { pathOf } from './url-parts.js';
+import { lazyRequestLogger } from './http/request-logger.js';
 
 export interface AppParts {
   readonly config: Config;
@@ -61,6 +62,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     // One line per request, ours (http/access-log.ts), instead of Fastify's "incoming request" and
     // "request completed" pair; the request id under one name in every line of the request.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_LOG_FIELD }),
+    childLoggerFactory: lazyRequestLogger,
     requestIdHeader: false,
     genReqId: requestIdFor,
     bodyLimit: config.maxBodyBytes,

@@ -110,9 +110,8 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
     async registerRoutes(app: FastifyInstance) {
       registerSecurityHeaders(app);
       // Every 403 as an audit event (the access line of each request is src/http/access-log.ts's).
-      app.addHook('onResponse', async (request, reply) => {
-        if (!principalOf(request)) return;
-        if (reply.statusCode === 403) {
+      app.addHook('onResponse', (request, reply, done) => {
+        if (principalOf(request) && reply.statusCode === 403) {
           const principal = principalOf(request)!;
           audit.event(
             'warn',
@@ -122,6 +121,7 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
             'request forbidden: the token does not grant it',
           );
         }
+        done();
       });
       // A batch or transaction Bundle is as many requests as it has entries: the bearer check took one
       // point before the body was read; the rest is taken here, before any entry runs.

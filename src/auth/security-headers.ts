@@ -16,11 +16,12 @@ const ALWAYS: Record<string, string> = {
 export const HSTS = 'max-age=31536000; includeSubDomains';
 
 export function registerSecurityHeaders(app: FastifyInstance): void {
-  app.addHook('onSend', async (request, reply, payload) => {
+  // A callback hook, not an async one: every response passes here, and a promise per hook adds up.
+  app.addHook('onSend', (request, reply, payload, done) => {
     for (const [name, value] of Object.entries(ALWAYS)) {
       if (name !== 'Content-Security-Policy' || !reply.hasHeader(name)) reply.header(name, value);
     }
     if (isHttps(request)) reply.header('Strict-Transport-Security', HSTS);
-    return payload;
+    done(null, payload);
   });
 }

@@ -4,13 +4,14 @@
 // audit record (`audit: true`, the account, the resource type and the ids read or written). Never the
 // query string, a header, a token or a body: searches put patient names and codes in the query, and a
 // misdirected token request puts a password there.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { accessDetailsOf, principalOf } from '../auth/audit.js';
 import { clientAddress } from '../auth/transport.js';
 import { fhirInteraction } from './fhir-interaction.js';
 import { pathOf } from '../url-parts.js';
+import { REQUEST_ID_LOG_FIELD } from './request-id.js';
 
-/** The fields of a request's access line (`req_id` comes from the request logger's bindings). */
+/** The fields of a request's access line (registerAccessLog adds `req_id`). */
 export function accessLineFields(request: FastifyRequest, reply: FastifyReply): Record<string, unknown> {
   const principal = principalOf(request);
   const details = accessDetailsOf(request);
@@ -38,7 +39,13 @@ export function accessLineFields(request: FastifyRequest, reply: FastifyReply): 
 }
 
 export function registerAccessLog(app: FastifyInstance): void {
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(accessLineFields(request, reply), 'access');
+  // Through the server's logger, with the request's id among the fields: a request that logs nothing
+  // else never makes its own logger (request-logger.ts).
+  const log = app.log as FastifyBaseLogger & { isLevelEnabled?(level: string): boolean };
+  app.addHook('onResponse', (request, reply, done) => {
+    if (log.isLevelEnabled?.('info') !== false) {
+      log.info({ [REQUEST_ID_LOG_FIELD]: request.id, ...accessLineFields(request, reply) }, 'access');
+    }
+    done();
   });
 }

@@ -9,7 +9,7 @@ import { pathOf } from '../url-parts.js';
 const CACHEABLE = new Set(['/fhir/metadata', '/fhir/metadata/']);
 
 export function registerCacheControl(app: FastifyInstance): void {
-  app.addHook('onSend', async (request, reply, payload) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     if (CACHEABLE.has(pathOf(request.url))) {
       // In JSON or XML as Accept says (http/fhir-reply.ts): a cache keeps one per Accept.
       const vary = reply.getHeader('Vary');
@@ -19,6 +19,6 @@ export function registerCacheControl(app: FastifyInstance): void {
     } else if (!reply.hasHeader('cache-control')) {
       reply.header('Cache-Control', 'no-store');
     }
-    return payload;
+    done(null, payload);
   });
 }

@@ -55,7 +55,7 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
   // `Vary: Accept-Encoding` on every body that could have been compressed, also when this client got it
   // uncompressed, so that a shared cache never hands one client's encoding to another. (@fastify/compress
   // adds it only when it compresses, and spells it in lower case: so do we, so that it is never doubled.)
-  app.addHook('onSend', async (_request, reply, payload) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (
       (typeof payload === 'string' || Buffer.isBuffer(payload)) &&
       Buffer.byteLength(payload) >= COMPRESSION_THRESHOLD_BYTES
@@ -66,6 +66,6 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
         reply.header('Vary', [...values, 'accept-encoding'].join(', '));
       }
     }
-    return payload;
+    done(null, payload);
   });
 }

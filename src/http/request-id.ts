@@ -26,8 +26,8 @@ export function requestIdFor(request: IncomingMessage): string {
 
 /** Echoes the id on every reply (errors and 404s too: onSend runs for each of them). */
 export function registerRequestIdHeader(app: FastifyInstance): void {
-  app.addHook('onSend', async (request, reply, payload) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('X-Request-Id', request.id);
-    return payload;
+    done(null, payload);
   });
 }

@@ -235,7 +235,7 @@ export function registerMetrics(app: FastifyInstance, config: Config, db: SqlDat
   app.decorate('metrics', metrics);
   app.decorate('metricsAddress', () => (server?.address() as AddressInfo | null) ?? undefined);
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions?.url ?? 'unmatched';
     metrics.request(
       {
@@ -246,6 +246,7 @@ export function registerMetrics(app: FastifyInstance, config: Config, db: SqlDat
       },
       reply.elapsedTime / 1000,
     );
+    done();
   });
 
   app.addHook('onReady', async () => {

@@ -113,7 +113,7 @@ export function createImportCommand(io: CliIo = processIo()): Command {
         io.stdout.write(`${formatSummary(summary)}\n`);
         if (summary.resources > 0) {
           // What was loaded is loaded: stale statistics only make the first searches slower.
-          await refreshSearchStatistics(db).catch((error: unknown) =>
+          await refreshSearchStatistics(db, true).catch((error: unknown) =>
             io.stderr.write(`Warning: could not refresh the database statistics: ${(error as Error).message}\n`),
           );
         }

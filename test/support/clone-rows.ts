@@ -19,7 +19,7 @@ export async function clonePatient(db: SqlDatabase, id: string, count: number): 
      WHERE r.type = 'Patient' AND r.id LIKE ?`,
     [id, `${id}-%`],
   );
-  // Only this schema's search tables: a database-wide VACUUM (ANALYZE) also walks (and waits on the locks of)
+  // Only this schema's search tables: a database-wide ANALYZE also walks (and waits on the locks of)
   // every other test file's schema.
-  await refreshSearchStatistics(db);
+  await refreshSearchStatistics(db, false);
 }

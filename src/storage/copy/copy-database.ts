@@ -234,6 +234,9 @@ export async function copyDatabase(
  * (run outside any transaction: VACUUM cannot run inside one).
  */
 export async function refreshCopiedStatistics(target: SqlDatabase): Promise<void> {
-  const statements = target.dialect.refreshStatistics(COPIED_TABLES.map((t) => t.name));
+  const statements = target.dialect.refreshStatistics(
+    COPIED_TABLES.map((t) => t.name),
+    true,
+  );
   for (const statement of statements) await target.execute(statement);
 }

@@ -74,14 +74,14 @@ export interface Dialect {
   readonly probeSuffix: string;
   /**
    * Statements, run outside any transaction, that bring the planner's statistics up to date after many
-   * writes to `tables`. PostgreSQL: `VACUUM (ANALYZE)`: row counts and value distributions, and the
-   * pages written since marked all-visible, so that a search's index range reads the index alone (a
-   * name prefix search cost PostgreSQL 490 µs before and 300 µs after, most of the difference the
-   * heap pages of the index table it no longer reads). The visibility map makes VACUUM skip the pages
-   * it has seen before. SQLite plans without statistics (the query shapes and `probeColumn` fix its
-   * plans), so it needs nothing.
+   * writes to `tables`. PostgreSQL: `ANALYZE` (row counts and value distributions), or with `vacuum`
+   * `VACUUM (ANALYZE)`, which also marks the pages written since all-visible, so that a search's index
+   * range reads the index alone (a name prefix search cost PostgreSQL 490 µs before and 300 µs after,
+   * most of the difference the heap pages of the index table it no longer reads); the visibility map
+   * makes it skip the pages it has seen before. SQLite plans without statistics (the query shapes and
+   * `probeColumn` fix its plans), so it needs nothing.
    */
-  refreshStatistics(tables: readonly string[]): string[];
+  refreshStatistics(tables: readonly string[], vacuum: boolean): string[];
   /**
    * A statement, run outside any transaction, that makes the space of rows deleted from `table` free
    * again: PostgreSQL's plain `VACUUM` (it takes no lock that blocks reads or writes, frees the dead rows
@@ -484,7 +484,7 @@ export const postgresDialect: Dialect = {
   identityInsert: ' OVERRIDING SYSTEM VALUE',
   restartIdentity: (table, column) =>
     `SELECT setval(pg_get_serial_sequence('${table}', '${column}'), (SELECT COALESCE(MAX(${column}), 0) + 1 FROM ${table}), false)`,
-  refreshStatistics: (tables) => [`VACUUM (ANALYZE) ${tables.join(', ')}`],
+  refreshStatistics: (tables, vacuum) => [`${vacuum ? 'VACUUM (ANALYZE)' : 'ANALYZE'} ${tables.join(', ')}`],
   deleteByPk: (tables, pk) => [
     {
       sql: `WITH ${tables.map((table, i) => `d${i} AS (DELETE FROM ${table} WHERE pk = ?)`).join(', ')} SELECT 1`,

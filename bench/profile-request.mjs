@@ -86,7 +86,7 @@ for (const kind of kinds) {
  */
 const STEPS = [
   [/\/dist\/storage\/sqlite\/read-pool\.js$/, 'SQLite: hand-off to a read worker'],
-  [/\/dist\/storage\/sqlite\//, 'SQLite: statements (the writer, the reader)'],
+  [/\/dist\/storage\/sqlite\/|\/node_modules\/better-sqlite3\//, 'SQLite: statements and COMMIT'],
   [/\/node_modules\/pg[^/]*\/|\/dist\/storage\/postgres\//, 'PostgreSQL: client, pool, round trips'],
   [/\/dist\/auth\//, 'authentication (token, account, audit)'],
   [
@@ -99,7 +99,7 @@ const STEPS = [
   [/\/node_modules\/@fastify\/compress\//, 'compression'],
   [/\/node_modules\/pino/, 'logging'],
   [/\/dist\/(http|fhir)\//, 'routing, hooks and replies of ours'],
-  [/\/node_modules\/(fastify|find-my-way|avvio|@fastify\/)/, 'HTTP: Fastify'],
+  [/\/node_modules\/(fastify|find-my-way|avvio|@fastify\/)/, 'HTTP: Fastify (hooks, reply, the socket write)'],
 ];
 
 function stepOf(byId, parent, leaf) {

@@ -25,7 +25,7 @@ export async function assembleApp(config: Config, logger?: Logger): Promise<Fast
   let auth: AuthModule | undefined;
   try {
     await migrate(db);
-    // The search workers start now, so that the first search's budget is not spent starting them.
+    // What searches need, started now where the first search's budget would be spent starting it.
     await db.warmUp();
     const https =
       config.tlsCertFile && config.tlsKeyFile

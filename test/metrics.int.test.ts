@@ -104,7 +104,8 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
     } else {
       const busy = sample(text, 'ambient_fhir_sqlite_read_workers', { state: 'busy' })!;
       const idle = sample(text, 'ambient_fhir_sqlite_read_workers', { state: 'idle' })!;
-      expect(busy + idle).toBe(t.config.searchWorkers);
+      // Started when a statement first overruns its leash on the event loop (docs/search.md).
+      expect(busy + idle).toBeLessThanOrEqual(t.config.searchWorkers);
       expect(sample(text, 'ambient_fhir_sqlite_read_queue')).toBe(0);
     }
   });

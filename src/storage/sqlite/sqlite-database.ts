@@ -278,8 +278,13 @@ export class SqliteDatabase implements SqlDatabase {
     return this.query<T>(sql, params);
   }
 
+  /**
+   * Starts the read workers ahead of the first search, unless statements run on the event loop first
+   * (inline-searches.ts): then a worker starts when a statement first overruns its leash, and a server
+   * whose searches stay short never holds the threads (each an isolate of its own, ~25 MB).
+   */
   async warmUp(): Promise<void> {
-    await this.readPool?.start();
+    if (!this.readerWatchdog) await this.readPool?.start();
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {

@@ -20,7 +20,8 @@ import { preparedStatementBytes, statementCache } from './statement-cache.js';
 import { fileFsync, WalSync } from './wal-sync.js';
 import type { Fsync } from './wal-sync.js';
 import { INLINE_LEASH_MS, INLINE_TICK_MS, SlowStatements } from './inline-searches.js';
-import { StatementWatchdog } from './statement-watchdog.js';
+import { WatchdogThread } from './statement-watchdog.js';
+import type { StatementWatchdog } from './statement-watchdog.js';
 import { sqliteFileName } from '../database-url.js';
 
 function open(fileName: string): SqliteConnection {
@@ -54,8 +55,6 @@ class ConnectionExecutor implements SqlExecutor {
   constructor(
     readonly connection: SqliteConnection,
     private readonly watchdog?: StatementWatchdog,
-    /** Wake the watchdog for each deadline (false: its tick finds them; statement-watchdog.ts). */
-    private readonly urgentDeadlines = true,
   ) {
     if (watchdog) this.queryUntil = async (sql, params, deadline) => this.rows(sql, params, deadline);
   }
@@ -77,7 +76,7 @@ class ConnectionExecutor implements SqlExecutor {
     if (!this.watchdog || (deadline === undefined && limit === undefined)) return translateErrors(run);
     const until = deadline ?? performance.now() + limit!;
     try {
-      return translateErrors(() => this.watchdog!.run(until, deadline !== undefined && this.urgentDeadlines, run));
+      return translateErrors(() => this.watchdog!.run(until, run));
     } catch (error) {
       // SQLite rolls the whole transaction back when it interrupts a write statement; a statement
       // after that would run outside it, in autocommit.
@@ -185,6 +184,8 @@ export class SqliteDatabase implements SqlDatabase {
   readonly watchdog: StatementWatchdog | undefined;
   /** Stops the reader's inline search statements at their leash (inline-searches.ts). */
   private readonly readerWatchdog: StatementWatchdog | undefined;
+  /** The one thread behind both watchdogs; undefined without the interrupt extension. */
+  private readonly watchdogThread: WatchdogThread | undefined;
   private readonly slowStatements = new SlowStatements();
   private readonly writeStatementLimitMs: number | undefined;
 
@@ -197,16 +198,15 @@ export class SqliteDatabase implements SqlDatabase {
       this.readPool = new SqliteReadPool(fileName, readWorkers, { extension: extension ?? false });
     }
     const writer = open(fileName);
-    this.watchdog = StatementWatchdog.start(writer, extension);
+    this.watchdogThread = extension ? new WatchdogThread(extension) : undefined;
+    this.watchdog = this.watchdogThread?.watch(writer);
     this.writer = new ConnectionExecutor(writer, this.watchdog);
     this.writeStatementLimitMs = options.bulkLoad ? undefined : options.writeStatementLimitMs;
     if (fileName !== ':memory:') {
       const reader = open(fileName);
       // Only with a pool to fall back on: without one a search runs on the event loop anyway.
-      this.readerWatchdog = this.readPool
-        ? StatementWatchdog.start(reader, extension, { tickMs: INLINE_TICK_MS })
-        : undefined;
-      this.reader = new ConnectionExecutor(reader, this.readerWatchdog, false);
+      this.readerWatchdog = this.readPool ? this.watchdogThread?.watch(reader, { tickMs: INLINE_TICK_MS }) : undefined;
+      this.reader = new ConnectionExecutor(reader, this.readerWatchdog);
     }
     if (fileName !== ':memory:') {
       const writer = this.writer.connection;
@@ -413,8 +413,7 @@ export class SqliteDatabase implements SqlDatabase {
       } finally {
         await this.checkpointer?.close();
         await this.readPool?.close();
-        await this.watchdog?.close();
-        await this.readerWatchdog?.close();
+        await this.watchdogThread?.close();
         this.reader?.connection.close();
         this.writer.connection.close();
         await this.walFile?.close();

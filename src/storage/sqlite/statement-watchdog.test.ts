@@ -8,48 +8,72 @@ import { testDatabase } from '../../../test/support/databases.js';
 import type { TestDatabase } from '../../../test/support/databases.js';
 import { interruptExtensionPath } from './read-pool.js';
 import { SqliteDatabase } from './sqlite-database.js';
-import { StatementWatchdog } from './statement-watchdog.js';
+import { WatchdogThread } from './statement-watchdog.js';
+import type { StatementWatchdog } from './statement-watchdog.js';
 
 /** Counts to `n`: about a second per 10 million here. */
 const COUNT = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c';
 
 describe('StatementWatchdog', () => {
+  // Two connections on one thread, as a database has them: one armed now and then (the writer), one
+  // ticking (the inline reader).
   const connection = new BetterSqlite3(':memory:');
+  const ticking = new BetterSqlite3(':memory:');
+  let thread: WatchdogThread;
   let watchdog: StatementWatchdog;
+  let tickingWatchdog: StatementWatchdog;
 
   beforeAll(() => {
-    watchdog = StatementWatchdog.start(connection, interruptExtensionPath())!;
+    thread = new WatchdogThread(interruptExtensionPath()!);
+    watchdog = thread.watch(connection)!;
+    tickingWatchdog = thread.watch(ticking, { tickMs: 5 })!;
     expect(watchdog).toBeDefined();
+    expect(tickingWatchdog).toBeDefined();
   });
   afterAll(async () => {
-    await watchdog.close();
+    await thread.close();
     connection.close();
+    ticking.close();
   });
 
-  const count = (n: number) => (connection.prepare(COUNT).get(n) as { n: number }).n;
+  const count = (n: number, on = connection) => (on.prepare(COUNT).get(n) as { n: number }).n;
 
   it('stops a statement at its deadline, and the connection goes on', () => {
     const started = performance.now();
-    expect(() => watchdog.run(performance.now() + 100, true, () => count(1_000_000_000))).toThrow(
-      StatementInterruptedError,
-    );
+    expect(() => watchdog.run(performance.now() + 100, () => count(1_000_000_000))).toThrow(StatementInterruptedError);
     // Generous: the statement alone runs for minutes.
     expect(performance.now() - started).toBeLessThan(5_000);
-    expect(watchdog.run(performance.now() + 5_000, true, () => count(1000))).toBe(1000);
+    expect(watchdog.run(performance.now() + 5_000, () => count(1000))).toBe(1000);
   });
 
   it('never stops a statement it was not armed for', async () => {
     // Armed and finished well before their deadlines: nothing may reach the statements after them.
-    for (let i = 0; i < 1000; i++) expect(watchdog.run(performance.now() + 30, i % 2 === 0, () => count(10))).toBe(10);
+    for (let i = 0; i < 1000; i++) {
+      const on = i % 2 === 0 ? connection : ticking;
+      expect((i % 2 === 0 ? watchdog : tickingWatchdog).run(performance.now() + 30, () => count(10, on))).toBe(10);
+    }
     await new Promise((resolve) => setTimeout(resolve, 60));
     // Past every deadline armed above, unarmed: runs to its end.
     expect(count(3_000_000)).toBe(3_000_000);
+    expect(count(3_000_000, ticking)).toBe(3_000_000);
     // Armed with a later deadline than the statement needs.
-    expect(watchdog.run(performance.now() + 60_000, false, () => count(3_000_000))).toBe(3_000_000);
+    expect(watchdog.run(performance.now() + 60_000, () => count(3_000_000))).toBe(3_000_000);
   });
 
-  it('is undefined without the extension', () => {
-    expect(StatementWatchdog.start(connection, undefined)).toBeUndefined();
+  it('stops a statement of either connection at its own deadline, whatever the other armed before', () => {
+    // The thread now sleeps towards a deadline a minute away: the next arm, earlier, must wake it.
+    expect(watchdog.run(performance.now() + 60_000, () => count(10))).toBe(10);
+    const started = performance.now();
+    expect(() => tickingWatchdog.run(performance.now() + 50, () => count(1_000_000_000, ticking))).toThrow(
+      StatementInterruptedError,
+    );
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(() => watchdog.run(performance.now() + 50, () => count(1_000_000_000))).toThrow(StatementInterruptedError);
+    expect(count(10, ticking)).toBe(10);
+  });
+
+  it('watches nothing where the extension does not load', () => {
+    expect(new WatchdogThread('/nonexistent/sqlite-interrupt.so').watch(new BetterSqlite3(':memory:'))).toBeUndefined();
   });
 });
 

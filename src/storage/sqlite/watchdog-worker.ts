@@ -1,22 +1,32 @@
-// The thread of a statement watchdog (statement-watchdog.ts): it sleeps towards the armed deadline on the
-// shared memory and, once it has passed with the same statement still armed, interrupts the connection.
+// The thread of a statement watchdog (statement-watchdog.ts): it sleeps towards the earliest deadline
+// armed on the shared memory and, once one has passed with the same statement still armed, interrupts
+// that connection. One thread watches every connection of a database (the writer and the reader).
 import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { CLOSED, DEADLINE, FIRED, FIRING, GENERATION, SLEEPING, watchdogMemory } from './watchdog-memory.js';
+import {
+  deadlineOf,
+  DOORBELL,
+  FIRING,
+  firedOf,
+  generationOf,
+  STOP,
+  WAKE_AT,
+  watchdogMemory,
+} from './watchdog-memory.js';
 
 export interface WatchdogWorkerData {
   readonly extension: string;
-  /** The writer's sqlite3 handle. */
-  readonly handle: bigint;
+  /** The watched connections' sqlite3 handles, by slot. */
+  readonly handles: readonly bigint[];
+  /** By slot: after an arm, look every this many ms for LINGER_MS (statement-watchdog.ts). */
+  readonly tickMs: readonly (number | undefined)[];
   readonly shared: SharedArrayBuffer;
   /** The main thread's performance.timeOrigin. */
   readonly origin: number;
-  /** Look every this many ms for LINGER_MS after an arm instead of sleeping with no deadline. */
-  readonly tickMs: number | undefined;
 }
 
-/** How long after the last arm the thread keeps ticking (`tickMs`) before it sleeps with no deadline. */
+/** How long after a ticking slot's last arm the thread keeps ticking before it sleeps until rung. */
 const LINGER_MS = 1000;
 
 const data = workerData as WatchdogWorkerData;
@@ -30,35 +40,44 @@ const interrupt = db.prepare('SELECT ambient_interrupt(?)');
 const { ints, times } = watchdogMemory(data.shared);
 // The main thread's performance.now(), read on this thread.
 const now = () => performance.timeOrigin + performance.now() - data.origin;
-let lastArmed = -Infinity;
-let lastGeneration = 0;
-for (;;) {
-  const generation = Atomics.load(ints, GENERATION);
-  if (generation === CLOSED) break;
-  if (generation !== lastGeneration) {
-    lastGeneration = generation;
-    lastArmed = now();
-  }
-  if ((generation & 1) === 0 || Atomics.load(ints, FIRED) === generation) {
-    if (data.tickMs !== undefined && now() - lastArmed < LINGER_MS) {
-      // SLEEPING stays 0: an arm meanwhile is seen at the next tick, without a wake-up of its own.
-      Atomics.wait(ints, GENERATION, generation, data.tickMs);
+const slots = data.handles.map((handle, slot) => ({ handle, slot, tickMs: data.tickMs[slot], seen: 0, movedAt: 0 }));
+
+/** The armed generation of `slot` not yet interrupted, or undefined. */
+function armed(slot: number): number | undefined {
+  const generation = Atomics.load(ints, generationOf(slot));
+  if ((generation & 1) === 0 || Atomics.load(ints, firedOf(slot)) === generation) return undefined;
+  return generation;
+}
+
+while (Atomics.load(ints, STOP) === 0) {
+  const bell = Atomics.load(ints, DOORBELL);
+  let wait = Infinity;
+  for (const s of slots) {
+    const generation = Atomics.load(ints, generationOf(s.slot));
+    if (generation !== s.seen) {
+      s.seen = generation;
+      s.movedAt = now();
+    }
+    if (s.tickMs !== undefined && now() - s.movedAt < LINGER_MS) wait = Math.min(wait, s.tickMs);
+    const live = armed(s.slot);
+    if (live === undefined) continue;
+    const left = times[deadlineOf(s.slot)] - now();
+    if (left > 0) {
+      wait = Math.min(wait, left);
       continue;
     }
-    Atomics.store(ints, SLEEPING, 1);
-    Atomics.wait(ints, GENERATION, generation);
-    Atomics.store(ints, SLEEPING, 0);
-    continue;
+    if (Atomics.compareExchange(ints, generationOf(s.slot), live, FIRING) !== live) continue;
+    interrupt.get(s.handle);
+    Atomics.store(ints, firedOf(s.slot), live);
+    Atomics.store(ints, generationOf(s.slot), live);
+    Atomics.notify(ints, generationOf(s.slot));
   }
-  const left = times[DEADLINE] - now();
-  if (left > 0) {
-    Atomics.wait(ints, GENERATION, generation, left);
-    continue;
-  }
-  if (Atomics.compareExchange(ints, GENERATION, generation, FIRING) !== generation) continue;
-  interrupt.get(data.handle);
-  Atomics.store(ints, FIRED, generation);
-  Atomics.store(ints, GENERATION, generation);
-  Atomics.notify(ints, GENERATION);
+  // Said before it sleeps, then the generations checked once more: an arm the check misses comes after
+  // it, and so reads this WAKE_AT and rings the doorbell if its deadline is earlier.
+  times[WAKE_AT] = now() + wait;
+  // A full fence (an atomic read-modify-write that changes nothing) between that store and the loads.
+  Atomics.add(ints, STOP, 0);
+  if (slots.some((s) => Atomics.load(ints, generationOf(s.slot)) !== s.seen)) continue;
+  Atomics.wait(ints, DOORBELL, bell, wait);
 }
 db.close();

@@ -181,6 +181,9 @@ async function startReadBudget(request: FastifyRequest, reply: FastifyReply, ser
   request.readBudget = {
     deadline: performance.now() + limitMs,
     limitMs,
+    get aborted() {
+      return clientGone;
+    },
     get signal() {
       if (!stop) {
         stop = new AbortController();

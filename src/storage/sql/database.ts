@@ -31,6 +31,11 @@ export interface ReadBudget {
   readonly limitMs: number;
   readonly signal?: AbortSignal;
   /**
+   * Whether it was aborted already, where that can be told without `signal` (which a request makes
+   * only when asked for it: a search answered on the event loop never listens).
+   */
+  readonly aborted?: boolean;
+  /**
    * Where the reader's own last write stands (write-positions.ts), asked only when a replica could
    * answer the read: a replica serves it only once it has replayed that far (read-your-writes).
    */
@@ -63,7 +68,7 @@ export class StatementInterruptedError extends Error {
 
 /** The milliseconds `budget` has left; BudgetExceededError when it has none or was aborted. */
 export function budgetLeft(budget: ReadBudget): number {
-  if (budget.signal?.aborted) throw new BudgetExceededError(budget.limitMs, 'aborted');
+  if (budget.aborted ?? budget.signal?.aborted) throw new BudgetExceededError(budget.limitMs, 'aborted');
   const remaining = budget.deadline - performance.now();
   if (remaining <= 0) throw new BudgetExceededError(budget.limitMs, 'deadline');
   return remaining;

@@ -8,8 +8,17 @@ const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().tr
 
 /** CPU time (user + system, every thread) of a process, in ms; with its waited-for children's too. */
 export function cpuMs(pid, withChildren = false) {
+  return statCpuMs(`/proc/${pid}/stat`, withChildren);
+}
+
+/** CPU time (user + system) of one thread `tid` of process `pid`, in ms. */
+export function threadCpuMs(pid, tid) {
+  return statCpuMs(`/proc/${pid}/task/${tid}/stat`, false);
+}
+
+function statCpuMs(path, withChildren) {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(path, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const children = withChildren ? Number(fields[13]) + Number(fields[14]) : 0;
     return (Number(fields[11]) + Number(fields[12]) + children) * TICK_MS;

@@ -69,12 +69,13 @@ export async function waitReady(url) {
 
 /**
  * The server as `npm start` runs it, on a free port of 127.0.0.1, with `env` beside the process's own;
- * resolves once it is ready. `stop` sends SIGTERM and resolves when it has exited.
+ * resolves once it is ready. `nodeArgs` go before npm start's own (a profiler's flags). `stop` sends
+ * SIGTERM and resolves when it has exited (at once if it has already).
  */
-export async function startServer(root, env) {
+export async function startServer(root, env, { nodeArgs = [] } = {}) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const server = spawn(process.execPath, serveArgs(root), {
+  const server = spawn(process.execPath, [...nodeArgs, ...serveArgs(root)], {
     env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -88,6 +89,7 @@ export async function startServer(root, env) {
     url,
     pid: server.pid,
     stop: () => {
+      if (server.exitCode !== null || server.signalCode !== null) return Promise.resolve();
       server.kill('SIGTERM');
       return new Promise((r) => server.on('exit', r));
     },

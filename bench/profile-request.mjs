@@ -13,24 +13,21 @@
 // Env: AMBIENT_BENCH_POSTGRES_URL (schema "bench_profile" recreated in it).
 // The profiler's own cost slows the server by about a tenth; compare tables of one run, or of runs on
 // one machine, and read the µs as shares of a whole, not as the workload's numbers.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { concurrently, cpuMs, markdown, postgresCpuMs } from './measure.mjs';
+import { concurrently, cpuMs, markdown, postgresCpuMs, threadCpuMs } from './measure.mjs';
 import {
+  commitOf,
   connect,
   createAccount,
-  freePort,
   freshDatabase,
   postgresPid,
   printUsage,
   reachableBackends,
   requireBuild,
-  serveArgs,
-  waitReady,
-  commitOf,
+  startServer,
 } from './processes.mjs';
 import { calibrate } from './targets.mjs';
 
@@ -133,27 +130,14 @@ function stepsOf(profile, fromUs) {
   return steps;
 }
 
-/** CPU ms of one thread of a process (/proc/<pid>/task/<tid>/stat). */
-function threadCpuMs(pid, tid) {
-  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
 async function profileKind(backend, kind) {
   const database = await freshDatabase(backend, 'bench_profile');
   const env = { DATABASE_URL: database.url, LOG_LEVEL: 'warn' };
   const password = await createAccount(ROOT, env);
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
   const profileDir = mkdtempSync(join(tmpdir(), `ambient-profile-${backend}-${kind}-`));
-  const server = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, ...serveArgs(ROOT)], {
-    env: { ...process.env, ...env, PORT: String(port), AMBIENT_PUBLIC_URL: url },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const server = await startServer(ROOT, env, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
   try {
-    await waitReady(url);
-    const client = await connect(url, password);
+    const client = await connect(server.url, password);
     const ids = [];
     await concurrently(
       4000,
@@ -180,15 +164,15 @@ async function profileKind(backend, kind) {
       main: per(threadCpuMs(server.pid, server.pid) - cpu0.main),
       pg: per(postgresCpuMs(backend === 'postgres' ? postgresPid() : undefined) - cpu0.pg),
     };
-    server.kill('SIGTERM');
-    await new Promise((resolve) => server.on('exit', resolve));
+    // V8 writes the profile as the server exits.
+    await server.stop();
     const file = readdirSync(profileDir).find((f) => f.endsWith('.cpuprofile'));
     const steps = stepsOf(JSON.parse(readFileSync(join(profileDir, file), 'utf8')), Number(mark));
     if (args.includes('--keep')) console.error(`${backend} ${kind}: profile kept in ${profileDir}`);
     else rmSync(profileDir, { recursive: true, force: true });
     return { backend, kind, perSec: requests / seconds, cpu, steps };
   } finally {
-    server.kill('SIGTERM');
+    await server.stop();
     database.dispose();
   }
 }

@@ -111,8 +111,8 @@ export async function createAuthModule(config: Config, db: SqlDatabase, logger?:
       registerSecurityHeaders(app);
       // Every 403 as an audit event (the access line of each request is src/http/access-log.ts's).
       app.addHook('onResponse', (request, reply, done) => {
-        if (principalOf(request) && reply.statusCode === 403) {
-          const principal = principalOf(request)!;
+        const principal = principalOf(request);
+        if (principal && reply.statusCode === 403) {
           audit.event(
             'warn',
             'auth.forbidden',

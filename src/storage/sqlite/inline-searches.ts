@@ -1,7 +1,7 @@
 // Short searches on the event loop, on a leash. Handing a statement to a read worker (read-pool.ts) costs
 // more than most search statements take: a message each way, the rows cloned between threads, and a
-// thread woken on a machine whose two cores the client shares (docs/benchmarks.md, "A search, step by
-// step"). So a search statement first runs on the main thread's read-only connection, armed with a
+// thread woken on a machine whose two cores the client shares (docs/benchmarks.md, "A request, step
+// by step"). So a search statement first runs on the main thread's read-only connection, armed with a
 // statement watchdog at min(its budget, INLINE_LEASH_MS from now): the event loop is held no longer than
 // that (plus the watchdog's tick). A statement stopped by the leash, not by its budget, runs again on a
 // read worker within what is left of its budget, and its SQL text is remembered as slow for a while

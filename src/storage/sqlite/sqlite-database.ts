@@ -182,8 +182,6 @@ export class SqliteDatabase implements SqlDatabase {
   readonly readPool: SqliteReadPool | undefined;
   /** Stops the writer's statements at a deadline (statement-watchdog.ts); undefined without the extension. */
   readonly watchdog: StatementWatchdog | undefined;
-  /** Stops the reader's inline search statements at their leash (inline-searches.ts). */
-  private readonly readerWatchdog: StatementWatchdog | undefined;
   /** The one thread behind both watchdogs; undefined without the interrupt extension. */
   private readonly watchdogThread: WatchdogThread | undefined;
   private readonly slowStatements = new SlowStatements();
@@ -204,12 +202,12 @@ export class SqliteDatabase implements SqlDatabase {
     this.writeStatementLimitMs = options.bulkLoad ? undefined : options.writeStatementLimitMs;
     if (fileName !== ':memory:') {
       const reader = open(fileName);
-      // Only with a pool to fall back on: without one a search runs on the event loop anyway.
-      this.readerWatchdog = this.readPool ? this.watchdogThread?.watch(reader, { tickMs: INLINE_TICK_MS }) : undefined;
-      this.reader = new ConnectionExecutor(reader, this.readerWatchdog);
-    }
-    if (fileName !== ':memory:') {
-      const writer = this.writer.connection;
+      // Watched (search statements run on it on a leash) only with a pool to fall back on: without one a
+      // search runs on the event loop anyway.
+      this.reader = new ConnectionExecutor(
+        reader,
+        this.readPool ? this.watchdogThread?.watch(reader, { tickMs: INLINE_TICK_MS }) : undefined,
+      );
       // The worker cannot finish a checkpoint while writes keep arriving (each leaves new frames behind
       // it), and SQLite restarts the WAL only after a complete one: left alone the WAL grew to 6 GB
       // during a 1M-resource import. So the writer still checkpoints once the WAL passes
@@ -257,7 +255,7 @@ export class SqliteDatabase implements SqlDatabase {
       budgetLeft(budget);
       return this.query<T>(sql, params);
     }
-    if (this.readerWatchdog && this.reader?.queryUntil && !this.slowStatements.isSlow(sql)) {
+    if (this.reader?.queryUntil && !this.slowStatements.isSlow(sql)) {
       budgetLeft(budget);
       const leash = performance.now() + INLINE_LEASH_MS;
       try {
@@ -284,7 +282,7 @@ export class SqliteDatabase implements SqlDatabase {
    * whose searches stay short never holds the threads (each an isolate of its own, ~25 MB).
    */
   async warmUp(): Promise<void> {
-    if (!this.readerWatchdog) await this.readPool?.start();
+    if (!this.reader?.queryUntil) await this.readPool?.start();
   }
 
   async execute(sql: string, params: readonly SqlValue[] = []): Promise<number> {

@@ -3,7 +3,8 @@
 // against Medplum's from the same workload, scaled to this machine by the calibration line of this run
 // (bench/calibrate.mjs, run before and after), the import rates and the memory, each marked met or NOT MET.
 // Then, on a fresh database of its own, a synthetic data set of N resources (bench/synthetic.mjs): ingest
-// rate, size on disk and a search mix.
+// rate, size on disk and a search mix; and the same searches on a data set of 10,000 (the same generator),
+// interleaved with the large one's, for the server side's CPU per search at both sizes.
 // Usage: node bench/run.mjs [--backends sqlite,postgres] [--quick] [--synthetic N] [--seed N]
 //                           [--no-workload] [--no-synthea] [--no-scale] [--no-profiles]
 //                           [--only workload,synthea,synthetic,scale,profiles]
@@ -13,7 +14,8 @@
 //   on the event loop, unbounded, as before the time budget: "sqlite-inline") and a table shows what
 //   running searches on the read workers costs; --no-governance skips that run.
 //   --quick: 10x fewer requests and 20,000 synthetic resources (a smoke run; the numbers are not comparable).
-//   --synthetic N: resources in the synthetic data set (default 1,000,000; 0 skips that part).
+//   --synthetic N: resources in the synthetic data set (default 1,000,000; 0 skips that part); the small
+//   one it is compared with has a tenth of that, at most 10,000.
 //   --only synthetic: just the synthetic part (same as --no-workload --no-synthea).
 //   Scale (bench/scale.mjs, PostgreSQL): the workload with 1 process, 2 processes and searches on a replica,
 //   on a primary and standby of its own (needs the machine's PostgreSQL programs; skipped without them).
@@ -22,7 +24,7 @@
 //   --quick).
 //   --keep-synthetic: keep the generated NDJSON and the synthetic SQLite database (their paths are printed).
 // Env: AMBIENT_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test; schemas "bench",
-// "bench_synthetic" and "bench_profiles" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
+// "bench_synthetic", "bench_synthetic_small" and "bench_profiles" are recreated in it), AMBIENT_BENCH_WORKLOAD (default bench/workload.mjs),
 // AMBIENT_FIXTURES (default test/fixtures: the Synthea bundles and NDJSON, when present).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -40,7 +42,15 @@ import {
 } from './processes.mjs';
 import { importSynthea, searchMix } from './synthea-mix.mjs';
 import { calibrate, serverSideCpuMsPerOp, targetsReport } from './targets.mjs';
-import { databaseBytes, generateSynthetic, syntheticChecks, syntheticMix, timedImport } from './synthetic.mjs';
+import { cpuMs, postgresCpuMs } from './measure.mjs';
+import {
+  databaseBytes,
+  generateSynthetic,
+  sizeComparison,
+  syntheticChecks,
+  syntheticMix,
+  timedImport,
+} from './synthetic.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'ambient-fhir.js');
@@ -75,6 +85,8 @@ if (
 }
 const syntheticTotal = Number(option('--synthetic', quick ? 20_000 : 1_000_000));
 const syntheticSeed = Number(option('--seed', 1));
+// The data set the large one's cost per search is compared with.
+const SMALL_SYNTHETIC = 10_000;
 if (!Number.isInteger(syntheticTotal) || syntheticTotal < 0 || !Number.isInteger(syntheticSeed)) {
   console.error('--synthetic and --seed take whole numbers.');
   process.exit(2);
@@ -161,35 +173,60 @@ async function workloadAndSynthea(backend) {
 
 /** The synthetic data set on a database of its own: import, size on disk, correctness checks, search mix. */
 async function benchSynthetic(backend, generated) {
-  const databaseUrlText = await databaseUrl(backend, 'bench_synthetic');
+  const large = await syntheticServer(backend, 'bench_synthetic', generated.large);
+  const small = await syntheticServer(backend, 'bench_synthetic_small', generated.small);
+  try {
+    const bytes = await databaseBytes(backend === 'sqlite' ? large.databaseUrl : POSTGRES_URL, 'bench_synthetic');
+    const checks = await syntheticChecks(large.url, large.token, generated.large.facts);
+    const mix = await syntheticMix(large.url, large.token, { facts: generated.large.facts, n: quick ? 40 : 200 });
+    console.error(
+      `${backend}: the same searches on ${generated.small.resources} and ${generated.large.resources} resources...`,
+    );
+    const sizes = await sizeComparison(small, large, { n: quick ? 100 : 500 });
+    console.error(`${backend}: exporting the synthetic data set ($export)...`);
+    const exported = await syntheticExport(large.url, large.token, large.pid);
+    return {
+      ingest: large.ingest,
+      megabytes: Math.round(bytes / 2 ** 20),
+      checks,
+      mix,
+      sizes,
+      exported,
+      serverPeakRssMb: large.peakRssMb(),
+    };
+  } finally {
+    await Promise.all([large.stop(), small.stop()]);
+  }
+}
+
+/**
+ * A fresh database with `generated` imported into it and a server on it: `{ url, token, facts, ingest,
+ * cpuMs, pid, peakRssMb, stop }`, `cpuMs()` being the server's CPU and its database's (PostgreSQL's
+ * every process) so far. `stop` also removes a SQLite database unless --keep-synthetic.
+ */
+async function syntheticServer(backend, schema, generated) {
+  const databaseUrlText = await databaseUrl(backend, schema);
   const env = { DATABASE_URL: databaseUrlText, LOG_LEVEL: 'warn' };
   const password = await createAccount(env);
   console.error(`${backend}: importing ${generated.resources} synthetic resources...`);
   const ingest = await timedImport(BIN, env, generated.files);
-  const bytes = await databaseBytes(backend === 'sqlite' ? databaseUrlText : POSTGRES_URL, 'bench_synthetic');
   const server = await startServer(env);
-  try {
-    const token = await tokenFor(server.url, password);
-    const checks = await syntheticChecks(server.url, token, generated.facts);
-    const mix = await syntheticMix(server.url, token, { facts: generated.facts, n: quick ? 40 : 200 });
-    console.error(`${backend}: exporting the synthetic data set ($export)...`);
-    const exported = await syntheticExport(server.url, token, server.pid);
-    return {
-      ingest,
-      megabytes: Math.round(bytes / 2 ** 20),
-      checks,
-      mix,
-      exported,
-      serverPeakRssMb: server.peakRssMb(),
-    };
-  } finally {
-    await server.stop();
-    if (backend === 'sqlite') {
+  const pgPid = backend === 'postgres' ? postgresPid() : undefined;
+  return {
+    ...server,
+    databaseUrl: databaseUrlText,
+    token: await tokenFor(server.url, password),
+    facts: generated.facts,
+    ingest,
+    cpuMs: () => cpuMs(server.pid) + postgresCpuMs(pgPid),
+    stop: async () => {
+      await server.stop();
+      if (backend !== 'sqlite') return;
       const path = databaseUrlText.slice('sqlite:'.length);
       if (args.includes('--keep-synthetic')) console.error(`sqlite: synthetic database kept at ${path}`);
       else rmSync(dirname(path), { recursive: true, force: true });
-    }
-  }
+    },
+  };
 }
 
 async function benchBackend(backend, generated) {
@@ -312,9 +349,15 @@ const calibrations = [await calibrate(ROOT)];
 // Generated once for every backend: the same seed gives the same files anyway.
 let generated;
 if (parts.synthetic) {
-  const dir = mkdtempSync(join(tmpdir(), 'ambient-synthetic-'));
-  console.error(`Generating ${syntheticTotal} synthetic resources (seed ${syntheticSeed}) in ${dir}...`);
-  generated = await generateSynthetic(dir, syntheticTotal, syntheticSeed);
+  const generate = async (total) => {
+    const dir = mkdtempSync(join(tmpdir(), 'ambient-synthetic-'));
+    console.error(`Generating ${total} synthetic resources (seed ${syntheticSeed}) in ${dir}...`);
+    return generateSynthetic(dir, total, syntheticSeed);
+  };
+  generated = {
+    large: await generate(syntheticTotal),
+    small: await generate(Math.min(SMALL_SYNTHETIC, Math.round(syntheticTotal / 10))),
+  };
 }
 // A bare machine has no PostgreSQL: the SQLite part still runs, and the run says what it left out.
 const reachable = await reachableBackends(backends);
@@ -327,8 +370,10 @@ const runs = [];
 try {
   for (const backend of backends) runs.push(await benchBackend(backend, generated));
 } finally {
-  if (generated && !args.includes('--keep-synthetic')) rmSync(generated.dir, { recursive: true, force: true });
-  else if (generated) console.error(`Synthetic NDJSON kept in ${generated.dir}`);
+  for (const set of generated ? [generated.large, generated.small] : []) {
+    if (!args.includes('--keep-synthetic')) rmSync(set.dir, { recursive: true, force: true });
+    else console.error(`Synthetic NDJSON kept in ${set.dir}`);
+  }
 }
 calibrations.push(await calibrate(ROOT));
 console.log(
@@ -356,13 +401,14 @@ if (withSynthea.length > 0) {
   });
 }
 if (generated) {
-  console.log(syntheticReport(runs, generated));
+  console.log(syntheticReport(runs, generated.large));
   mkdirSync(join(ROOT, 'bench', 'out'), { recursive: true });
   writeFileSync(
     join(ROOT, 'bench', 'out', 'synthetic.json'),
     JSON.stringify(
       {
-        generated: { ...generated, files: undefined },
+        generated: { ...generated.large, files: undefined },
+        small: { ...generated.small, files: undefined },
         runs: runs.map((r) => ({ backend: r.backend, ...r.synthetic })),
       },
       null,
@@ -382,6 +428,14 @@ console.log(
         ? [{ backend: r.backend, label: `${r.synthetic.ingest.resources} synthetic resources`, ...r.synthetic.ingest }]
         : []),
     ]),
+    sizes: runs
+      .filter((r) => r.synthetic)
+      .map((r) => ({
+        backend: r.backend,
+        small: generated.small.resources,
+        large: generated.large.resources,
+        rows: r.synthetic.sizes,
+      })),
     serverRss: runs.flatMap((r) => [
       ...(r.peakRssMb && r.backend !== 'sqlite-inline'
         ? [{ backend: r.backend, label: 'the comparison workload and the Synthea mix', peakRssMb: r.peakRssMb }]

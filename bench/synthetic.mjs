@@ -710,3 +710,45 @@ export async function syntheticMix(baseUrl, token, { facts, n = 200, concurrency
   }
   return rows;
 }
+
+/**
+ * The same searches on a small and on the large data set, each `{ url, token, facts, cpuMs }` with a
+ * server of its own (`cpuMs()`: the server process's CPU plus its database's), taken in the order small,
+ * large, large, small so that the machine's drifting speed falls on both sizes alike. Answers per search
+ * the server side's CPU ms per search at each size and their ratio: the cost of a page should not grow
+ * with the data (each page is an index range, or a walk in `pk` order that stops after the page).
+ */
+export async function sizeComparison(small, large, { n = 500, concurrency = 8, maxSeconds = 30 }) {
+  const smallQueries = syntheticQueries(small.facts);
+  const largeQueries = syntheticQueries(large.facts);
+  const rows = [];
+  for (const name of Object.keys(largeQueries)) {
+    const pages = name.includes('pages') ? 3 : 1;
+    const sizes = { small: { ...small, query: smallQueries[name] }, large: { ...large, query: largeQueries[name] } };
+    const spent = { small: { ms: 0, requests: 0 }, large: { ms: 0, requests: 0 } };
+    for (const size of ['small', 'large']) {
+      // One untimed pass each, so that neither side pays for the first plans and compilations.
+      const { url, token, query } = sizes[size];
+      await timeSearch(url, token, query, { n: 50, concurrency, pages });
+    }
+    for (const size of ['small', 'large', 'large', 'small']) {
+      const { url, token, query, cpuMs } = sizes[size];
+      const before = cpuMs();
+      const timed = await timeSearch(url, token, query, { n, concurrency, pages, maxSeconds });
+      spent[size].ms += cpuMs() - before;
+      spent[size].requests += timed.requests;
+    }
+    const perSearch = (size) => spent[size].ms / spent[size].requests;
+    rows.push({
+      name,
+      matches: {
+        small: matches(await getJson(`${small.url}/fhir/${smallQueries[name]}`, small.token)),
+        large: matches(await getJson(`${large.url}/fhir/${largeQueries[name]}`, large.token)),
+      },
+      smallCpuMs: +perSearch('small').toFixed(3),
+      largeCpuMs: +perSearch('large').toFixed(3),
+      ratio: +(perSearch('large') / perSearch('small')).toFixed(2),
+    });
+  }
+  return rows;
+}

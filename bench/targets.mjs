@@ -48,6 +48,9 @@ export const TARGETS = {
   sqlite: { cpuFraction: 5, importPerSec: 5000 },
   postgres: { cpuFraction: 4, importPerSec: 3000 },
   serverRssMb: 200,
+  // 1M resources searched as fast per request as 10,000: the large set's CPU per search at most this
+  // times the small one's (two interleaved measurements of one search on one set differ by up to ~10%).
+  largeOverSmallCpu: 1.2,
   importRssMb: 300,
 };
 
@@ -126,7 +129,7 @@ export function phaseTargets(backend, results, hereRps) {
 }
 
 /** The target table as Markdown, with the calibration line it was scaled by. */
-export function targetsReport({ calibrations, workloads, imports, serverRss }) {
+export function targetsReport({ calibrations, workloads, imports, serverRss, sizes = [] }) {
   const hereRps = Math.round(calibrations.reduce((sum, c) => sum + c.http_rps, 0) / calibrations.length);
   const lines = [
     `\nTargets. Calibration of this run: ${calibrations.map((c) => JSON.stringify(c)).join(', ')};`,
@@ -176,6 +179,22 @@ export function targetsReport({ calibrations, workloads, imports, serverRss }) {
         ? ''
         : `; import peak RSS ${peakRssMb} MB (target ${TARGETS.importRssMb}): ${mark(peakRssMb <= TARGETS.importRssMb)}`;
     lines.push(`- import of ${label} on ${backend}: ${perSec}/s (target ${target}/s): ${mark(perSec >= target)}${rss}`);
+  }
+  for (const { backend, small, large, rows } of sizes) {
+    // A page with fewer entries on the small set is less work: no verdict on such a row.
+    const comparable = rows.filter((row) => row.matches.large === row.matches.small);
+    const met = comparable.filter((row) => row.ratio <= TARGETS.largeOverSmallCpu).length;
+    lines.push(
+      `- ${large} resources searched as fast per request as ${small} on ${backend} (the server side's CPU per search at most ${TARGETS.largeOverSmallCpu}x): ${met} of ${comparable.length} comparable searches met`,
+      ...rows.map(
+        (row) =>
+          `  - ${row.name}: ${row.largeCpuMs} ms against ${row.smallCpuMs} ms, ${row.ratio}x: ${
+            comparable.includes(row)
+              ? mark(row.ratio <= TARGETS.largeOverSmallCpu)
+              : `not comparable (${row.matches.large} entries against ${row.matches.small})`
+          }`,
+      ),
+    );
   }
   for (const { backend, label, peakRssMb } of serverRss) {
     lines.push(

@@ -52,4 +52,21 @@ export default tseslint.config(
     ignores: ['src/**/*.test.ts', 'console/src/**/*.test.ts'],
     rules: { 'max-lines-per-function': ['error', { max: 120 }] },
   },
+  // No getters or setters in object literals in the server: V8 keeps what such a literal's accessors
+  // close over alive through young collections until the next full one. Made per request, that promoted
+  // every request's objects (docs/benchmarks.md, "What stands in the way"). A class's accessors live on
+  // its prototype.
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/**/*.test.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ObjectExpression > Property[kind=/^(get|set)$/]',
+          message: 'An accessor in an object literal keeps what it closes over alive until a full GC: use a class.',
+        },
+      ],
+    },
+  },
 );

@@ -13,6 +13,8 @@ import type { FhirRoute, InteractionCall } from '../fhir/routing.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import type { FhirXml } from '../fhir/xml/fhir-xml.js';
 import { writingPrincipal } from '../fhir/writing-principal.js';
+import type { ReadAfter, ReadBudget } from '../storage/sql/database.js';
+import type { WritePositions } from '../storage/write-positions.js';
 import { isBinaryRead, sendRead } from './binary-reply.js';
 import {
   registerRawContentParsers,
@@ -171,33 +173,55 @@ async function authorizeBeforeBody(request: FastifyRequest, options: FhirRoutesO
  */
 async function startReadBudget(request: FastifyRequest, reply: FastifyReply, services: FhirServices) {
   if (!request.principal) return;
-  let stop: AbortController | undefined;
-  let clientGone = false;
-  const limitMs = services.config.searchTimeoutMs;
-  // With replicas, a search reads from one only once it has replayed this account's last write.
-  const positions = services.writePositions;
-  const accountId = request.principal.accountId;
-  let lastWrite: Promise<string | undefined> | undefined;
-  request.readBudget = {
-    deadline: performance.now() + limitMs,
-    limitMs,
-    get aborted() {
-      return clientGone;
-    },
-    get signal() {
-      if (!stop) {
-        stop = new AbortController();
-        if (clientGone) stop.abort();
-      }
-      return stop.signal;
-    },
-    readAfter: positions ? () => (lastWrite ??= positions.of(accountId)) : undefined,
-  };
+  const budget = new RequestReadBudget(
+    services.config.searchTimeoutMs,
+    services.writePositions,
+    request.principal.accountId,
+  );
+  request.readBudget = budget;
   reply.raw.once('close', () => {
-    if (reply.raw.writableFinished) return;
-    clientGone = true;
-    stop?.abort();
+    if (!reply.raw.writableFinished) budget.clientWentAway();
   });
+}
+
+/**
+ * A request's read budget. A class, not an object literal with getters: V8 keeps such a literal's
+ * getters' scope, and through it the whole request, alive through young collections until the next
+ * full one, so every request was promoted (docs/benchmarks.md, "What stands in the way").
+ */
+class RequestReadBudget implements ReadBudget {
+  readonly deadline: number;
+  private stop: AbortController | undefined;
+  private clientGone = false;
+  private lastWrite: Promise<string | undefined> | undefined;
+  /** With replicas, a search reads from one only once it has replayed this account's last write. */
+  readonly readAfter: ReadAfter | undefined;
+
+  constructor(
+    readonly limitMs: number,
+    private readonly positions: WritePositions | undefined,
+    private readonly accountId: string,
+  ) {
+    this.deadline = performance.now() + limitMs;
+    this.readAfter = positions ? () => (this.lastWrite ??= this.positions!.of(this.accountId)) : undefined;
+  }
+
+  get aborted(): boolean {
+    return this.clientGone;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.stop) {
+      this.stop = new AbortController();
+      if (this.clientGone) this.stop.abort();
+    }
+    return this.stop.signal;
+  }
+
+  clientWentAway(): void {
+    this.clientGone = true;
+    this.stop?.abort();
+  }
 }
 
 /** JSON Patch by its media type; FHIRPath Patch is a Parameters resource sent as FHIR JSON or XML. */

@@ -5,7 +5,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Bindings, ChildLoggerOptions, LevelWithSilent, Logger } from 'pino';
 
-const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
+type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 /** Fastify's `childLoggerFactory`: a logger that becomes `parent.child(bindings, options)` when first used. */
 export function lazyRequestLogger(
@@ -13,26 +13,62 @@ export function lazyRequestLogger(
   bindings: Bindings,
   options: ChildLoggerOptions,
 ): FastifyBaseLogger {
-  const pinoParent = parent as Partial<Logger>;
   // Not a pino logger (none configured: Fastify's silent stand-in): as Fastify would.
-  if (typeof pinoParent.isLevelEnabled !== 'function') return parent.child(bindings, options);
-  let child: FastifyBaseLogger | undefined;
-  const real = (): FastifyBaseLogger => (child ??= parent.child(bindings, options));
-  const logger = {
-    get level(): string {
-      return child?.level ?? parent.level;
-    },
-    set level(level: string) {
-      real().level = level as LevelWithSilent;
-    },
-    child: (more: Bindings, moreOptions?: ChildLoggerOptions) => real().child(more, moreOptions),
-    silent: () => undefined,
-  } as unknown as Record<(typeof LEVELS)[number], (...args: unknown[]) => void> & FastifyBaseLogger;
-  for (const level of LEVELS) {
-    logger[level] = (...args: unknown[]) => {
-      if (!child && !pinoParent.isLevelEnabled!(level)) return;
-      (real()[level] as (...a: unknown[]) => void)(...args);
-    };
+  if (typeof (parent as Partial<Logger>).isLevelEnabled !== 'function') return parent.child(bindings, options);
+  return new LazyRequestLogger(parent as FastifyBaseLogger & Pick<Logger, 'isLevelEnabled'>, bindings, options);
+}
+
+/**
+ * A class rather than an object literal of closures: one small object per request, and no getters in a
+ * literal (V8 keeps what they close over, here the whole request, alive until the next full collection).
+ */
+class LazyRequestLogger implements FastifyBaseLogger {
+  private made: FastifyBaseLogger | undefined;
+
+  constructor(
+    private readonly parent: FastifyBaseLogger & Pick<Logger, 'isLevelEnabled'>,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
+
+  get level(): string {
+    return this.made?.level ?? this.parent.level;
   }
-  return logger;
+
+  set level(level: string) {
+    this.real().level = level as LevelWithSilent;
+  }
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.real().child(bindings, options);
+  }
+
+  silent(): void {}
+  fatal(...args: unknown[]): void {
+    this.log('fatal', args);
+  }
+  error(...args: unknown[]): void {
+    this.log('error', args);
+  }
+  warn(...args: unknown[]): void {
+    this.log('warn', args);
+  }
+  info(...args: unknown[]): void {
+    this.log('info', args);
+  }
+  debug(...args: unknown[]): void {
+    this.log('debug', args);
+  }
+  trace(...args: unknown[]): void {
+    this.log('trace', args);
+  }
+
+  private log(level: Level, args: unknown[]): void {
+    if (!this.made && !this.parent.isLevelEnabled(level)) return;
+    (this.real()[level] as (...a: unknown[]) => void)(...args);
+  }
+
+  private real(): FastifyBaseLogger {
+    return (this.made ??= this.parent.child(this.bindings, this.options));
+  }
 }

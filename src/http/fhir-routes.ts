@@ -12,7 +12,6 @@ import { fhirSegments, fhirUrl } from '../fhir/routing.js';
 import type { FhirRoute, InteractionCall } from '../fhir/routing.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
 import type { FhirXml } from '../fhir/xml/fhir-xml.js';
-import { writingPrincipal } from '../fhir/writing-principal.js';
 import type { ReadAfter, ReadBudget } from '../storage/sql/database.js';
 import type { WritePositions } from '../storage/write-positions.js';
 import { isBinaryRead, sendRead } from './binary-reply.js';
@@ -105,7 +104,7 @@ export async function fhirRoutes(app: FastifyInstance, options: FhirRoutesOption
         if (route.body === 'form') assertFormBody(request);
         const call = httpCall(request, isResourceType);
         const fhir = fhirRequest(request, services);
-        const response = await writingPrincipal.run(fhir.principal, () => handler(fhir, call));
+        const response = await handler(fhir, call);
         return route.reply === 'read'
           ? sendRead(request, reply, call.params.type ?? '', response)
           : sendFhir(request, reply, response);
@@ -129,7 +128,13 @@ export function assertInRouteTable(route: RouteOptions, routes: readonly FhirRou
 }
 
 function fhirRequest(request: FastifyRequest, services: FhirServices): FhirRequest {
-  return { services, principal: request.principal!, budget: request.readBudget };
+  const principal = request.principal!;
+  // Its writes record the principal as their author (a Subscription's owner).
+  return {
+    services: { ...services, store: services.store.writingAs(principal) },
+    principal,
+    budget: request.readBudget,
+  };
 }
 
 /**

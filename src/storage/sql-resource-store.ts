@@ -12,6 +12,7 @@ import type {
   HistoryPage,
   HistoryQuery,
   IndexWriter,
+  WriteAuthor,
   ReplicaReads,
   ResourceStore,
   StoredVersion,
@@ -100,7 +101,13 @@ export class SqlResourceStore implements ResourceStore {
     private readonly referentialIntegrity = false,
     /** For a store bound to an open transaction: that transaction (`db` is the same object). */
     private readonly writes?: TransactionWrites,
+    /** Whom the index writers record as the writer. */
+    private readonly author?: WriteAuthor,
   ) {}
+
+  writingAs(author: WriteAuthor): ResourceStore {
+    return new SqlResourceStore(this.db, this.indexWriters, this.clock, this.referentialIntegrity, this.writes, author);
+  }
 
   async transaction<T>(fn: (store: ResourceStore, tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (this.writes) return fn(this, this.writes);
@@ -121,7 +128,7 @@ export class SqlResourceStore implements ResourceStore {
     return this.writeWithRetry(async (tx) => {
       const writes = new TransactionWrites(tx);
       const result = await fn(
-        new SqlResourceStore(writes, this.indexWriters, this.clock, this.referentialIntegrity, writes),
+        new SqlResourceStore(writes, this.indexWriters, this.clock, this.referentialIntegrity, writes, this.author),
         writes,
       );
       await writes.flush();
@@ -325,7 +332,7 @@ export class SqlResourceStore implements ResourceStore {
     const content = serializeResource(resource, id, 1, now);
     // Indexed as stored (with its id and meta): the rows are extracted before anything is written.
     const stored = JSON.parse(content) as FhirResource;
-    const rows = this.indexWriters.flatMap((writer) => writer.newRows(resource.resourceType, stored));
+    const rows = this.indexWriters.flatMap((writer) => writer.newRows(resource.resourceType, stored, this.author));
     await writes.create({ type: resource.resourceType, id, lastUpdated: now, content, rows });
     return {
       stored: { type: resource.resourceType, id, versionId: 1, lastUpdated: now, operation: 'create', content },
@@ -354,7 +361,7 @@ export class SqlResourceStore implements ResourceStore {
     else tx.deleted.push({ type: current.type, id: current.id });
     await this.appendHistory(tx, current.pk, current.type, current.id, version, now, operation, content);
     const indexed = content ? (JSON.parse(content) as FhirResource) : null;
-    for (const writer of this.indexWriters) await writer.write(tx, current.pk, current.type, indexed);
+    for (const writer of this.indexWriters) await writer.write(tx, current.pk, current.type, indexed, this.author);
     return { type: current.type, id: current.id, versionId: version, lastUpdated: now, operation, content };
   }
 

@@ -68,6 +68,13 @@ export interface HistoryPage {
 }
 
 /**
+ * Who writes, where an index records it (a Subscription's owner): an account with its token's scopes, or
+ * the server itself, which keeps the owner already recorded. A write without one (the import command)
+ * records none.
+ */
+export type WriteAuthor = { readonly accountId: string; readonly scopes: readonly string[] } | 'server';
+
+/**
  * Keeps index tables in step with the resources: called inside the write's transaction, so a resource
  * and its index rows are committed together or not at all (the search engine plugs in here).
  */
@@ -76,12 +83,12 @@ export interface IndexWriter {
    * Replaces the rows of a stored resource (an update) with those of `resource`, or removes them (null: a
    * delete). A created resource's rows come from `newRows` instead.
    */
-  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void>;
+  write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null, author?: WriteAuthor): Promise<void>;
   /**
    * The rows a new resource adds, without its pk (not known yet): for a backend that inserts the resource
    * and all its rows in one statement (Dialect.insertNewResources). Refuses what `write` refuses.
    */
-  newRows(type: string, resource: FhirResource): NewResourceRows[];
+  newRows(type: string, resource: FhirResource, author?: WriteAuthor): NewResourceRows[];
 }
 
 export interface DeleteOptions {
@@ -94,6 +101,8 @@ export interface UpdateOptions {
 }
 
 export interface ResourceStore {
+  /** The same store, its writes recorded as `author`'s (WriteAuthor). */
+  writingAs(author: WriteAuthor): ResourceStore;
   /** Creates with a new server id, or with `options.id` (a transaction Bundle assigns ids up front). */
   create(resource: FhirResource, options?: { id?: string }): Promise<WriteResult>;
   /**

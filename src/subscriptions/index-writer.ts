@@ -1,13 +1,12 @@
 // Keeps the subscription table in step with the Subscription resources, inside each write's transaction
 // (an IndexWriter, like the search indexes): a Subscription and its row commit together. The row's owner
-// is the account that wrote the resource (fhir/writing-principal.ts) with that token's scopes; a write
-// by the server itself (its status) keeps the owner, and a subscription written without an account (the
-// import command) has none and is never delivered.
+// is the account that wrote the resource (the store's WriteAuthor, set per FHIR request) with that
+// token's scopes; a write by the server itself (its status) keeps the owner, and a subscription written
+// without an account (the import command) has none and is never delivered.
 import { splitCriteria } from '../fhir/subscription-input.js';
-import { SERVER_WRITE, writingPrincipal } from '../fhir/writing-principal.js';
 import type { SqlExecutor } from '../storage/sql/database.js';
 import type { NewResourceRows } from '../storage/sql/dialect.js';
-import type { FhirResource, IndexWriter } from '../storage/store.js';
+import type { FhirResource, IndexWriter, WriteAuthor } from '../storage/store.js';
 
 const COLUMNS = [
   'pk',
@@ -43,19 +42,24 @@ function described(resource: FhirResource): (string | null)[] {
 }
 
 /** The owner a write records: the writing account, the one already recorded (the server), or none. */
-function owner(): [string, string] | 'keep' | [null, null] {
-  const writer = writingPrincipal.getStore();
-  if (writer === SERVER_WRITE) return 'keep';
-  return writer ? [writer.accountId, JSON.stringify(writer.scopes)] : [null, null];
+function owner(author: WriteAuthor | undefined): [string, string] | 'keep' | [null, null] {
+  if (author === 'server') return 'keep';
+  return author ? [author.accountId, JSON.stringify(author.scopes)] : [null, null];
 }
 
-function newOwner(): [string | null, string | null] {
-  const recorded = owner();
+function newOwner(author: WriteAuthor | undefined): [string | null, string | null] {
+  const recorded = owner(author);
   return recorded === 'keep' ? [null, null] : recorded;
 }
 
 export class SubscriptionIndexWriter implements IndexWriter {
-  async write(tx: SqlExecutor, pk: number, type: string, resource: FhirResource | null): Promise<void> {
+  async write(
+    tx: SqlExecutor,
+    pk: number,
+    type: string,
+    resource: FhirResource | null,
+    author?: WriteAuthor,
+  ): Promise<void> {
     if (type !== 'Subscription') return;
     if (!resource) {
       await tx.execute('DELETE FROM subscription_notification WHERE subscription_pk = ?', [pk]);
@@ -63,7 +67,7 @@ export class SubscriptionIndexWriter implements IndexWriter {
       return;
     }
     const values = described(resource);
-    const recorded = owner();
+    const recorded = owner(author);
     const writer = recorded === 'keep' ? undefined : recorded;
     // A new version starts its delivery afresh (a client re-enabling an errored subscription); the lease of
     // a delivery in flight stays, so that two processes never deliver it at once.
@@ -84,7 +88,7 @@ export class SubscriptionIndexWriter implements IndexWriter {
     }
   }
 
-  newRows(type: string, resource: FhirResource): NewResourceRows[] {
+  newRows(type: string, resource: FhirResource, author?: WriteAuthor): NewResourceRows[] {
     if (type !== 'Subscription') return [];
     const [, ...columns] = COLUMNS;
     return [
@@ -93,7 +97,7 @@ export class SubscriptionIndexWriter implements IndexWriter {
         pkColumn: 'pk',
         columns,
         pgTypes: PG_TYPES.slice(1),
-        rows: [[...described(resource), ...newOwner()]],
+        rows: [[...described(resource), ...newOwner(author)]],
       },
     ];
   }

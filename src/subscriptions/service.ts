@@ -4,7 +4,6 @@
 // the database runs the same loop, so a notification goes out once whichever process survives.
 import { randomUUID } from 'node:crypto';
 import type { FhirServices } from '../fhir/services.js';
-import { writingPrincipal } from '../fhir/writing-principal.js';
 import type { Logger } from '../logger.js';
 import type { SqlDatabase } from '../storage/sql/database.js';
 import { Deliverer } from './deliverer.js';
@@ -65,11 +64,8 @@ export class SubscriptionService {
 
   start(): void {
     this.stopped = false;
-    // The loop writes as the server (a subscription's status), never as whichever request started it.
-    writingPrincipal.exit(() => {
-      this.timer = setInterval(() => this.wake(), this.pollMs);
-      this.heartbeat = setInterval(() => this.hub.heartbeat(), HEARTBEAT_MS);
-    });
+    this.timer = setInterval(() => this.wake(), this.pollMs);
+    this.heartbeat = setInterval(() => this.hub.heartbeat(), HEARTBEAT_MS);
     this.timer?.unref();
     this.heartbeat?.unref();
     this.wake();
@@ -82,15 +78,13 @@ export class SubscriptionService {
       this.again = true;
       return;
     }
-    this.running = writingPrincipal
-      .exit(() => this.pass())
-      .finally(() => {
-        this.running = undefined;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.wake();
-        }
-      });
+    this.running = this.pass().finally(() => {
+      this.running = undefined;
+      if (this.again && !this.stopped) {
+        this.again = false;
+        this.wake();
+      }
+    });
   }
 
   /**
@@ -99,8 +93,8 @@ export class SubscriptionService {
    */
   private claimSoon(): void {
     if (this.stopped) return;
-    writingPrincipal
-      .exit(() => this.deliverer.claim())
+    this.deliverer
+      .claim()
       .catch((error: unknown) =>
         this.options.logger?.warn({ err: { message: (error as Error).message } }, 'subscription claim failed'),
       );

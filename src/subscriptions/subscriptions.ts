@@ -4,7 +4,6 @@
 // (index-writer.ts) in the same transaction.
 import type { Principal } from '../auth/principal.js';
 import type { FhirRequest, FhirServices } from '../fhir/services.js';
-import { SERVER_WRITE, writingPrincipal } from '../fhir/writing-principal.js';
 import { performance } from 'node:perf_hooks';
 import type { ReadAfter, SqlExecutor } from '../storage/sql/database.js';
 
@@ -102,7 +101,7 @@ export async function setSubscriptionStatus(
   const { error: _previous, ...rest } = resource;
   const next = error === undefined ? { ...rest, status } : { ...rest, status, error };
   try {
-    await writingPrincipal.run(SERVER_WRITE, () => store.update(next, { ifMatch: current.versionId }));
+    await store.writingAs('server').update(next, { ifMatch: current.versionId });
     return true;
   } catch (caught) {
     // Overtaken by a client's write: its version decides.

@@ -1,4 +1,3 @@
-import { AsyncResource } from 'node:async_hooks';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -302,9 +301,7 @@ export class SqliteDatabase implements SqlDatabase {
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     this.refuseAfterFsyncFailure();
     return new Promise<T>((resolve, reject) => {
-      // Run in the caller's async context, not in that of whichever transaction started the group: code
-      // inside a transaction may read request-scoped state (fhir/writing-principal.ts).
-      this.pending.push({ fn: AsyncResource.bind(fn), resolve, reject } as PendingTransaction);
+      this.pending.push({ fn, resolve, reject } as PendingTransaction);
       if (!this.draining) {
         this.draining = true;
         // One turn of the event loop first: requests already read from their sockets add their writes

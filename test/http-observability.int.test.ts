@@ -61,6 +61,33 @@ describe('compression', () => {
     expect(decoded(identity)).toEqual(plain.json());
   });
 
+  it('the CapabilityStatement, compressed once and kept: negotiated as every other answer', async () => {
+    const plain = (await get('/fhir/metadata')).json();
+    const cases: [string, string | undefined][] = [
+      ['br;q=0, gzip', 'gzip'],
+      ['gzip;q=0.5, br;q=0.9', 'br'],
+      ['*', 'gzip'],
+      ['x-gzip', 'gzip'],
+      ['deflate', undefined],
+      ['br;q=0, gzip;q=0', undefined],
+    ];
+    for (const [accept, expected] of cases) {
+      // Twice each: the second answer is the kept form.
+      for (let i = 0; i < 2; i++) {
+        const res = await get('/fhir/metadata', { 'accept-encoding': accept });
+        expect(res.headers['content-encoding'], accept).toBe(expected);
+        expect(res.headers.vary).toMatch(/accept-encoding/i);
+        expect(decoded(res)).toEqual(plain);
+      }
+    }
+    const refused = await get('/fhir/metadata', { 'accept-encoding': 'gzip, br', 'x-no-compression': '1' });
+    expect(refused.headers['content-encoding']).toBeUndefined();
+    // Any other form of it (pretty, XML) is compressed as it is made.
+    const pretty = await get('/fhir/metadata?_pretty=true', { 'accept-encoding': 'gzip' });
+    expect(pretty.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(pretty.rawPayload).toString('utf8')).toContain('\n  "resourceType": "CapabilityStatement"');
+  });
+
   // Routes outside /fhir are compressed too: the console's assets (test/console.int.test.ts).
   it('a search page (a pre-serialised FHIR string) is compressed', async () => {
     const family = `Zip${randomUUID().slice(0, 8)}`;

@@ -5,6 +5,7 @@
 // `profile`, supportedProfile, and a profile changed or deleted counting from the next write.
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from './support/databases.js';
 import { startTestApp } from './support/test-app.js';
@@ -551,14 +552,24 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
   });
 
   describe('the CapabilityStatement and changes', () => {
+    type Statement = { rest: { resource: { type: string; supportedProfile?: string[] }[] }[] };
+    const profilesIn = (statement: Statement, type: string) =>
+      statement.rest[0].resource.find((r) => r.type === type)?.supportedProfile ?? [];
+    /** The statement as a client that takes `encoding` gets it (the server keeps its compressed forms). */
+    const statementIn = async (encoding: 'gzip' | 'br'): Promise<Statement> => {
+      const res = await fhir.get('/fhir/metadata', { 'accept-encoding': encoding });
+      expect(res.headers['content-encoding']).toBe(encoding);
+      const text = (encoding === 'br' ? brotliDecompressSync : gunzipSync)(res.rawPayload).toString('utf8');
+      return JSON.parse(text) as Statement;
+    };
+
     it('lists stored profiles in supportedProfile as url|version', async () => {
-      const statement = (await fhir.get('/fhir/metadata')).json<{
-        rest: { resource: { type: string; supportedProfile?: string[] }[] }[];
-      }>();
-      const byType = (type: string) => statement.rest[0].resource.find((r) => r.type === type)?.supportedProfile ?? [];
-      expect(byType('Patient')).toContain(`${PATIENT}|1.0.0`);
-      expect(byType('Observation')).toContain(PRESSURE);
-      expect(byType('Observation')).not.toContain(`${PATIENT}|1.0.0`);
+      const statement = (await fhir.get('/fhir/metadata')).json<Statement>();
+      expect(profilesIn(statement, 'Patient')).toContain(`${PATIENT}|1.0.0`);
+      expect(profilesIn(statement, 'Observation')).toContain(PRESSURE);
+      expect(profilesIn(statement, 'Observation')).not.toContain(`${PATIENT}|1.0.0`);
+      expect(await statementIn('gzip')).toEqual(statement);
+      expect(await statementIn('br')).toEqual(statement);
     });
 
     it('applies a profile updated or deleted from the next write on', async () => {
@@ -576,6 +587,11 @@ describe.each(BACKENDS)('profiles on %s', (backend) => {
       expect((await fhir.delete(`/fhir/StructureDefinition/${patientProfileId}`)).statusCode).toBe(204);
       const after = await fhir.post('/fhir/Patient', { resourceType: 'Patient', meta: { profile: [PATIENT] } });
       expect(after.statusCode, after.body).toBe(201);
+      // The compressed forms kept of the statement follow it: the deleted profile is gone from them too.
+      for (const encoding of ['gzip', 'br'] as const) {
+        expect(profilesIn(await statementIn(encoding), 'Patient').join()).not.toContain(PATIENT);
+        expect(profilesIn(await statementIn(encoding), 'Observation')).toContain(PRESSURE);
+      }
     });
   });
 

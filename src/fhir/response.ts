@@ -18,4 +18,9 @@ export interface FhirResponse {
   readonly contentType?: 'application/json';
   /** Content-Location alone (an asynchronous request's status URL), where `location` sets both. */
   readonly contentLocation?: string;
+  /**
+   * The body is the same text for every client until it changes (the CapabilityStatement): the HTTP layer
+   * may keep its compressed forms instead of compressing it per request.
+   */
+  readonly sharedBody?: boolean;
 }

@@ -140,7 +140,7 @@ function represented(
     const response = await handler(request, call, type);
     if (!shape || response.status !== 200 || response.body === undefined) return response;
     const text = typeof response.body === 'string' ? response.body : JSON.stringify(response.body);
-    return { ...response, body: shape(text, type) };
+    return { ...response, body: shape(text, type), sharedBody: undefined };
   };
 }
 
@@ -219,6 +219,7 @@ export const FHIR_ROUTES: readonly FhirRoute[] = [
       async (request) => ({
         status: 200,
         body: capabilityStatement(request.services, VERSION, FHIR_ROUTES, await request.services.profiles.supported()),
+        sharedBody: true,
       }),
       () => 'CapabilityStatement',
     ),

@@ -2,9 +2,13 @@
 // through @fastify/compress. Registered before any route, so every route's replies pass through it: FHIR
 // replies (sent as pre-serialised strings), errors, the scribe and auth APIs. Measured costs and the
 // choice of levels: docs/benchmarks.md "Compression".
-import { constants } from 'node:zlib';
+import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
+import { negotiate } from '@fastify/accept-negotiator';
 import compress from '@fastify/compress';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+/** What the server compresses with, in its order of preference. */
+const ENCODINGS: ('br' | 'gzip')[] = ['br', 'gzip'];
 
 /**
  * Bodies smaller than this go out as they are. Compressing a 1.5 KB answer (a search page of two
@@ -46,7 +50,7 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
     // Request bodies are not decompressed: clients send them as they are (and a compressed upload would
     // need its own size limit on the inflated bytes).
     globalDecompression: false,
-    encodings: ['br', 'gzip'],
+    encodings: ENCODINGS,
     threshold: COMPRESSION_THRESHOLD_BYTES,
     syncThreshold: SYNC_COMPRESSION_MAX_BYTES,
     brotliOptions: { params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } },
@@ -68,4 +72,47 @@ export async function registerCompression(app: FastifyInstance): Promise<void> {
     }
     done(null, payload);
   });
+}
+
+/**
+ * The compressed forms of bodies that every client gets alike, by their text: at most two (one server's
+ * CapabilityStatement, and the one before it while a change replaces it).
+ */
+const sharedBodies = new Map<string, Map<'br' | 'gzip', Buffer>>();
+const MAX_SHARED_BODIES = 2;
+
+/**
+ * Sends `text`, a body every client gets alike until it changes (the CapabilityStatement: 735 KB, which
+ * took 8-11 ms of CPU to compress per request, for a request that needs no token), in the encoding the
+ * client accepts, compressed once per text and encoding instead of per request; the first request pays
+ * one compression on the event loop (1-2 ms). Answers undefined, sending nothing, when the client takes
+ * it as it is: the caller sends it then. Negotiates as @fastify/compress does, which lets an answer
+ * with its Content-Encoding set pass.
+ */
+export function sendShared(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  contentType: string,
+  text: string,
+): FastifyReply | undefined {
+  const header = request.headers['accept-encoding'];
+  if (header === undefined || request.headers['x-no-compression'] !== undefined) return undefined;
+  // As @fastify/compress: "*" and x-gzip stand for gzip.
+  const encoding = negotiate(header.toLowerCase().replace(/\*|x-gzip/gu, 'gzip'), ENCODINGS);
+  if (encoding !== 'br' && encoding !== 'gzip') return undefined;
+  let forms = sharedBodies.get(text);
+  if (!forms) {
+    if (sharedBodies.size >= MAX_SHARED_BODIES) sharedBodies.clear();
+    forms = new Map();
+    sharedBodies.set(text, forms);
+  }
+  let body = forms.get(encoding);
+  if (!body) {
+    body =
+      encoding === 'br'
+        ? brotliCompressSync(text, { params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } })
+        : gzipSync(text, { level: GZIP_LEVEL });
+    forms.set(encoding, body);
+  }
+  return reply.type(contentType).header('Content-Encoding', encoding).send(body);
 }

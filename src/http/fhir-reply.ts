@@ -7,6 +7,7 @@ import type { FhirResponse } from '../fhir/response.js';
 import type { FhirXml } from '../fhir/xml/fhir-xml.js';
 import { pathOf } from '../url-parts.js';
 import { FHIR_XML_CONTENT_TYPES, isBinaryContentWrite, XML_CONTENT_TYPES } from './body-parsers.js';
+import { sendShared } from './compression.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 export const FHIR_XML = 'application/fhir+xml; charset=utf-8';
@@ -310,5 +311,8 @@ export function sendFhir(request: FastifyRequest, reply: FastifyReply, response:
     return reply.type(`${response.contentType}; charset=utf-8`).send(body);
   }
   const [type, text] = render(request, response.body);
+  // Sent as the interaction made it (no XML, no pretty printing, no parameters carried into it).
+  if (response.sharedBody && text === response.body)
+    return sendShared(request, reply, type, text) ?? reply.type(type).send(text);
   return reply.type(type).send(text);
 }

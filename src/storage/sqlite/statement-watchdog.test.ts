@@ -72,6 +72,25 @@ describe('StatementWatchdog', () => {
     expect(count(10, ticking)).toBe(10);
   });
 
+  it('stops a statement that starts only after its deadline has passed (the first interrupt found nothing running)', () => {
+    for (const [dog, on] of [
+      [watchdog, connection],
+      [tickingWatchdog, ticking],
+    ] as const) {
+      const started = performance.now();
+      expect(() =>
+        dog.run(performance.now() + 1, () => {
+          // The main thread held up between the arm and the statement (a GC pause, a slow prepare): the
+          // thread fires into an idle connection, which SQLite ignores.
+          while (performance.now() - started < 30);
+          return count(1_000_000_000, on);
+        }),
+      ).toThrow(StatementInterruptedError);
+      expect(performance.now() - started).toBeLessThan(5_000);
+      expect(count(10, on)).toBe(10);
+    }
+  });
+
   it('watches nothing where the extension does not load', () => {
     expect(new WatchdogThread('/nonexistent/sqlite-interrupt.so').watch(new BetterSqlite3(':memory:'))).toBeUndefined();
   });

@@ -28,6 +28,12 @@ export interface WatchdogWorkerData {
 
 /** How long after a ticking slot's last arm the thread keeps ticking before it sleeps until rung. */
 const LINGER_MS = 1000;
+/**
+ * sqlite3_interrupt() stops only a statement that is running: one armed whose deadline passed before it
+ * started (the main thread held up between the arm and the statement) is interrupted again this often,
+ * for as long as it stays armed.
+ */
+const REFIRE_MS = 2;
 
 const data = workerData as WatchdogWorkerData;
 const db = new Database(':memory:');
@@ -40,13 +46,19 @@ const interrupt = db.prepare('SELECT ambient_interrupt(?)');
 const { ints, times } = watchdogMemory(data.shared);
 // The main thread's performance.now(), read on this thread.
 const now = () => performance.timeOrigin + performance.now() - data.origin;
-const slots = data.handles.map((handle, slot) => ({ handle, slot, tickMs: data.tickMs[slot], seen: 0, movedAt: 0 }));
+const slots = data.handles.map((handle, slot) => ({
+  handle,
+  slot,
+  tickMs: data.tickMs[slot],
+  seen: 0,
+  movedAt: 0,
+  firedAt: 0,
+}));
 
-/** The armed generation of `slot` not yet interrupted, or undefined. */
+/** The armed generation of `slot`, or undefined. */
 function armed(slot: number): number | undefined {
   const generation = Atomics.load(ints, generationOf(slot));
-  if ((generation & 1) === 0 || Atomics.load(ints, firedOf(slot)) === generation) return undefined;
-  return generation;
+  return (generation & 1) === 0 ? undefined : generation;
 }
 
 while (Atomics.load(ints, STOP) === 0) {
@@ -61,16 +73,20 @@ while (Atomics.load(ints, STOP) === 0) {
     if (s.tickMs !== undefined && now() - s.movedAt < LINGER_MS) wait = Math.min(wait, s.tickMs);
     const live = armed(s.slot);
     if (live === undefined) continue;
-    const left = times[deadlineOf(s.slot)] - now();
+    // Interrupted already and still armed: again every REFIRE_MS, in case nothing was running then.
+    const refired = Atomics.load(ints, firedOf(s.slot)) === live;
+    const left = refired ? s.firedAt + REFIRE_MS - now() : times[deadlineOf(s.slot)] - now();
     if (left > 0) {
       wait = Math.min(wait, left);
       continue;
     }
     if (Atomics.compareExchange(ints, generationOf(s.slot), live, FIRING) !== live) continue;
     interrupt.get(s.handle);
+    s.firedAt = now();
     Atomics.store(ints, firedOf(s.slot), live);
     Atomics.store(ints, generationOf(s.slot), live);
     Atomics.notify(ints, generationOf(s.slot));
+    wait = Math.min(wait, REFIRE_MS);
   }
   // Said before it sleeps, then the generations checked once more: an arm the check misses comes after
   // it, and so reads this WAKE_AT and rings the doorbell if its deadline is earlier.

@@ -129,9 +129,15 @@ describe.each(BACKENDS)('metrics on %s', (backend) => {
     await fhir.create({ resourceType: 'Patient', name: [{ family: 'Metered' }] });
     await receiver.waitFor(1);
     let text = '';
+    // The delivery is counted when the hook answers, and its queued row removed right after (a statement
+    // later): wait for both.
     for (let i = 0; i < 200; i++) {
       text = await scrape();
-      if (sample(text, 'ambient_fhir_subscription_deliveries_total', { outcome: 'delivered' }) === 1) break;
+      if (
+        sample(text, 'ambient_fhir_subscription_deliveries_total', { outcome: 'delivered' }) === 1 &&
+        sample(text, 'ambient_fhir_subscription_queue', { kind: 'notifications' }) === 0
+      )
+        break;
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(sample(text, 'ambient_fhir_subscription_deliveries_total', { outcome: 'delivered' })).toBe(1);

@@ -161,12 +161,14 @@ async function authorizeBeforeBody(request: FastifyRequest, options: FhirRoutesO
     params: request.params as Record<string, string | undefined>,
     header: (name: string) => header(request, name),
   };
+  // The checks read only the principal: no store bound to it (fhirRequest) is needed here.
+  const asker: FhirRequest = { services, principal: request.principal! };
   for (const [action, type] of route.beforeBody(call)) {
     if (!services.types.isResourceType(type)) {
       throw new AppError('unknown-resource-type', `${type} is not a FHIR R4 resource type this server knows`);
     }
-    if (typeof action === 'string') requireAccess(fhirRequest(request, services), action, type);
-    else requireAnyAccess(fhirRequest(request, services), action, type);
+    if (typeof action === 'string') requireAccess(asker, action, type);
+    else requireAnyAccess(asker, action, type);
   }
 }
 
@@ -204,11 +206,11 @@ class RequestReadBudget implements ReadBudget {
 
   constructor(
     readonly limitMs: number,
-    private readonly positions: WritePositions | undefined,
-    private readonly accountId: string,
+    positions: WritePositions | undefined,
+    accountId: string,
   ) {
     this.deadline = performance.now() + limitMs;
-    this.readAfter = positions ? () => (this.lastWrite ??= this.positions!.of(this.accountId)) : undefined;
+    this.readAfter = positions ? () => (this.lastWrite ??= positions.of(accountId)) : undefined;
   }
 
   get aborted(): boolean {

@@ -64,10 +64,8 @@ export class SubscriptionService {
 
   start(): void {
     this.stopped = false;
-    this.timer = setInterval(() => this.wake(), this.pollMs);
-    this.heartbeat = setInterval(() => this.hub.heartbeat(), HEARTBEAT_MS);
-    this.timer?.unref();
-    this.heartbeat?.unref();
+    this.timer = setInterval(() => this.wake(), this.pollMs).unref();
+    this.heartbeat = setInterval(() => this.hub.heartbeat(), HEARTBEAT_MS).unref();
     this.wake();
   }
 

@@ -55,12 +55,6 @@ const slots = data.handles.map((handle, slot) => ({
   firedAt: 0,
 }));
 
-/** The armed generation of `slot`, or undefined. */
-function armed(slot: number): number | undefined {
-  const generation = Atomics.load(ints, generationOf(slot));
-  return (generation & 1) === 0 ? undefined : generation;
-}
-
 while (Atomics.load(ints, STOP) === 0) {
   const bell = Atomics.load(ints, DOORBELL);
   let wait = Infinity;
@@ -71,8 +65,9 @@ while (Atomics.load(ints, STOP) === 0) {
       s.movedAt = now();
     }
     if (s.tickMs !== undefined && now() - s.movedAt < LINGER_MS) wait = Math.min(wait, s.tickMs);
-    const live = armed(s.slot);
-    if (live === undefined) continue;
+    // Armed generations are odd.
+    if ((generation & 1) === 0) continue;
+    const live = generation;
     // Interrupted already and still armed: again every REFIRE_MS, in case nothing was running then.
     const refired = Atomics.load(ints, firedOf(s.slot)) === live;
     const left = refired ? s.firedAt + REFIRE_MS - now() : times[deadlineOf(s.slot)] - now();
